@@ -1,0 +1,75 @@
+"""Environment registry: `make("household", **kwargs)`.
+
+Built-in envs register with the `@register` decorator. Adapters for optional third-party packages are
+registered by import path (`register_lazy`) so that nothing heavy is imported until the env is made, and
+a missing extra produces an error that names the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proctor.envs.base import TextEnv
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    name: str
+    target: str | Callable[..., TextEnv]
+    extra: str | None = None
+    description: str = ""
+
+    def factory(self) -> Callable[..., TextEnv]:
+        if callable(self.target):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            if self.extra is None:
+                raise
+            raise ImportError(
+                f"environment {self.name!r} needs the optional extra '{self.extra}': "
+                f"pip install 'proctor[{self.extra}]' ({e})"
+            ) from e
+        return getattr(module, attr)
+
+
+_REGISTRY: dict[str, EnvEntry] = {}
+
+
+def register(name: str, description: str = "") -> Callable[[type[TextEnv]], type[TextEnv]]:
+    """Class decorator: register a built-in env under `name` (also sets `cls.name`)."""
+
+    def deco(cls: type[TextEnv]) -> type[TextEnv]:
+        if name in _REGISTRY:
+            raise ValueError(f"environment {name!r} is already registered")
+        cls.name = name
+        doc = description or (cls.__doc__ or "").strip().splitlines()[0]
+        _REGISTRY[name] = EnvEntry(name, cls, None, doc)
+        return cls
+
+    return deco
+
+
+def register_lazy(name: str, target: str, extra: str | None, description: str) -> None:
+    """Register an env by `module:attr` import path, imported only when made."""
+    if name in _REGISTRY:
+        raise ValueError(f"environment {name!r} is already registered")
+    _REGISTRY[name] = EnvEntry(name, target, extra, description)
+
+
+def make(name: str, **kwargs: Any) -> TextEnv:
+    """Build a registered environment."""
+    try:
+        entry = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    return entry.factory()(**kwargs)
+
+
+def entries() -> dict[str, EnvEntry]:
+    return dict(sorted(_REGISTRY.items()))
