@@ -46,6 +46,7 @@ class TextEnv(ABC):
     copyable: ClassVar[bool] = True
 
     def __init__(self, max_steps: int, expert_hints: bool = False, **spec_kwargs: Any):
+        """`spec_kwargs` are the subclass's other constructor arguments: `type(self)(**spec.kwargs)` rebuilds it."""
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.max_steps = max_steps
@@ -130,7 +131,7 @@ class TextEnv(ABC):
         """An independent copy in the same state (deep copy, or a fresh env replaying the actions)."""
         if self.copyable:
             return copy.deepcopy(self)
-        twin = self.spec.make()
+        twin = type(self)(**self._spec_kwargs)
         if self.task_id is not None:
             twin.replay(self.task_id, self.seed or 0, self.actions)
             twin.done = self.done

@@ -1,0 +1,84 @@
+"""`proctor envs` (list environments) and `proctor play ENV` (play one episode at the terminal)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from proctor.cli import app
+from proctor.cli.options import parse_env_args
+
+console = Console()
+
+
+@app.command("envs")
+def list_envs() -> None:
+    """List the registered environments with their splits and task counts."""
+    from proctor.envs import entries
+
+    table = Table(title="proctor environments")
+    table.add_column("name", style="bold")
+    table.add_column("splits: tasks")
+    table.add_column("description")
+    for name, entry in entries().items():
+        try:
+            env = entry.factory()()
+            counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())
+            env.close()
+        except Exception as e:  # an extra or its data missing: say which, keep listing
+            counts = f"[yellow]unavailable: {e}[/yellow]"
+        table.add_row(name, counts, entry.description)
+    console.print(table)
+
+
+PLAY_HELP = ":actions lists admissible actions, :expert shows the oracle's move, :help, :quit"
+
+
+@app.command("play")
+def play(
+    env_name: Annotated[str, typer.Argument(help="environment name (see `proctor envs`)")],
+    split: Annotated[str, typer.Option(help="task split")] = "test",
+    task: Annotated[str, typer.Option(help="task id, or an index into the split")] = "0",
+    seed: Annotated[int, typer.Option(help="episode seed")] = 0,
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],
+) -> None:
+    """Play one episode yourself: type actions at the prompt."""
+    from proctor.envs import make
+
+    env = make(env_name, expert_hints=True, **parse_env_args(env_arg))
+    ids = env.task_ids(split)
+    task_id = ids[int(task)] if task.isdigit() else task
+    obs, info = env.reset(task_id, seed)
+    help_text = getattr(env, "help_text", "")
+    console.print(f"[bold]{env_name}[/bold] task {task_id} (seed {seed}); {PLAY_HELP}")
+    if help_text:
+        console.print(help_text, style="dim")
+    console.print(f"[cyan]{obs}[/cyan]")
+    total, done = 0.0, False
+    while not done:
+        try:
+            action = input("> ").strip()
+        except EOFError:
+            console.print("(end of input)")
+            break
+        if action in (":quit", ":q"):
+            break
+        if action == ":help":
+            console.print(help_text or PLAY_HELP)
+            continue
+        if action == ":actions":
+            console.print(", ".join(info.get("admissible_actions") or []) or "(this env does not list actions)")
+            continue
+        if action == ":expert":
+            console.print(str(info.get("expert_action")))
+            continue
+        obs, reward, done, info = env.step(action)
+        total += reward
+        style = "cyan" if info.get("valid", True) else "red"
+        console.print(f"[{style}]{obs}[/{style}]  (reward {reward:g})")
+    outcome = "won" if info.get("won") else ("out of steps" if info.get("truncated") else "not won")
+    console.print(f"[bold]{outcome}[/bold] after {len(env.actions)} steps, return {total:g}")
+    env.close()
