@@ -26,3 +26,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"third-party data not found at {SHARED_DATA} (see the README's data section)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny Llama (hidden 64, 2 layers) + locally trained tokenizer, built once per test session.
+
+    Load it with `proctor.models.load(tiny_model_dir)` or `HFAgent(tiny_model_dir)`."""
+    from proctor.models import build_tiny
+
+    return build_tiny(tmp_path_factory.mktemp("tiny_model") / "llama", hidden_size=64, layers=2, heads=4,
+                      vocab_size=2000)

@@ -1,28 +1,10 @@
-"""Stepwise arithmetic word problems; the full env is being written."""
+"""Stepwise arithmetic word problems (PRM800K / sdiehl-prm style): a seeded problem generator, the step
+checker that labels every step exactly, the env, an exact `solver` expert and a `noisy` solver."""
 
-from __future__ import annotations
+from proctor.envs.arithmetic.checker import STEP_ERRORS, label_step, parse_step
+from proctor.envs.arithmetic.env import ArithmeticEnv, problem_for
+from proctor.envs.arithmetic.experts import DEFAULT_NOISE_RATE, noisy_solver, solver_expert
+from proctor.envs.arithmetic.problems import generate, parse
 
-from typing import Any
-
-from proctor.envs.base import SPLITS, TextEnv
-from proctor.envs.registry import register
-
-
-@register("arithmetic")
-class ArithmeticEnv(TextEnv):
-    """Arithmetic word problems solved one step per line."""
-
-    def __init__(self, max_steps: int = 10, seed: int = 0, expert_hints: bool = False):
-        super().__init__(max_steps=max_steps, expert_hints=expert_hints, seed=seed)
-
-    def task_ids(self, split: str) -> list[str]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}")
-        return [f"{split}-0"]
-
-    def _reset(self, task_id: str, seed: int) -> tuple[str, dict[str, Any]]:
-        return "Tom has 2 apples and buys 3 more. How many apples does he have?", {"task": "Solve."}
-
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
-        won = action.strip() == "Answer: 5"
-        return "", float(won), action.startswith("Answer:"), {"valid": True, "won": won}
+__all__ = ["DEFAULT_NOISE_RATE", "STEP_ERRORS", "ArithmeticEnv", "generate", "label_step", "noisy_solver", "parse",
+           "parse_step", "problem_for", "solver_expert"]

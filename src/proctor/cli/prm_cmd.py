@@ -1,0 +1,72 @@
+"""`proctor prm ...`: train a process reward model from a YAML config, score, serve it over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from proctor.cli import app
+
+prm_app = typer.Typer(help="Process reward models: train, score, serve.", no_args_is_help=True)
+app.add_typer(prm_app, name="prm")
+
+
+@prm_app.command("train")
+def train(
+    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="PRM training YAML")],
+    resume: str | None = typer.Option(None, help="checkpoint folder, or 'last' for the latest"),
+) -> None:
+    """Train a PRM with the HF Trainer as CONFIG describes; the model is saved to training.output_dir."""
+    from proctor.prm.config import load_config
+    from proctor.prm.trainer import train_prm
+
+    cfg = load_config(config)
+    _, result, _ = train_prm(cfg, resume_from_checkpoint=True if resume == "last" else resume)
+    typer.echo(
+        json.dumps(
+            {
+                "output_dir": cfg.training["output_dir"],
+                "train_loss": result.training_loss,
+                "steps": result.global_step,
+            }
+        )
+    )
+
+
+@prm_app.command("score")
+def score(
+    model: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="PRM folder")],
+    data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="stepwise JSON/JSONL")],
+    fmt: str = typer.Option("stepwise", "--format", help="stepwise|math_shepherd|prm800k|processbench"),
+    batch_size: int = typer.Option(8),
+) -> None:
+    """Print one JSON line per example with its per-step scores (one forward pass per example)."""
+    from proctor.prm.data import load_examples
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.scoring import PRMScorer
+
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+    examples = load_examples(data, fmt)
+    for ex, s in zip(examples, scorer.score_examples(examples), strict=True):
+        typer.echo(json.dumps({"id": ex.id, "scores": s}))
+
+
+@prm_app.command("serve")
+def serve(
+    model: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="PRM folder")],
+    host: str = typer.Option("127.0.0.1"),
+    port: int = typer.Option(8765),
+    batch_size: int = typer.Option(8),
+) -> None:
+    """HTTP scoring server: POST /score with {"trajectories": [...]} or {"examples": [{prompt, steps}]}."""
+    import uvicorn
+
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.scoring import PRMScorer
+    from proctor.prm.server import make_app
+
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+    uvicorn.run(make_app(scorer), host=host, port=port)

@@ -1,0 +1,81 @@
+"""Thin adapters: read trajectories (TrajectoryStore, Parquet, saved HF dataset), write records as Parquet,
+and write step labels back onto trajectories (`Step.targets`).
+
+Output directory layout of `write_records`:
+    OUT/targets.parquet   one row per record (`Record.to_row()`; `params` is the method's config as JSON)
+    OUT/summary.json      method, parameters, dropped count and `summarize(records)`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from proctor.credit.records import LabelledStep, Record
+from proctor.credit.summary import summarize
+from proctor.trajectory import Trajectory, TrajectoryStore, dataset_to_trajectories, read_parquet
+
+TARGETS_FILE = "targets.parquet"
+SUMMARY_FILE = "summary.json"
+
+
+def load_trajectories(path: str | os.PathLike) -> list[Trajectory]:
+    """Trajectories from a TrajectoryStore directory, a Parquet file, or an HF dataset saved to disk."""
+    path = Path(path)
+    if (path / "manifest.json").exists():
+        return TrajectoryStore.open(path).load()
+    if path.is_file() and path.suffix == ".parquet":
+        return read_parquet(path)
+    if (path / "dataset_info.json").exists() or (path / "state.json").exists():
+        import datasets
+
+        return dataset_to_trajectories(datasets.load_from_disk(str(path)), source=str(path))
+    raise FileNotFoundError(f"{path}: not a trajectory store (no manifest.json), a .parquet file, "
+                            "or a saved HF dataset")
+
+
+def records_to_dataset(records: Sequence[Record]):
+    """Records (all of one kind) as an HF `datasets.Dataset`."""
+    import datasets
+
+    if not records:
+        raise ValueError("no records to write")
+    kinds = {type(r) for r in records}
+    if len(kinds) > 1:
+        raise ValueError(f"records of several kinds cannot share a table: {sorted(k.__name__ for k in kinds)}")
+    return datasets.Dataset.from_list([r.to_row() for r in records])
+
+
+def write_records(records: Sequence[Record], out_dir: str | os.PathLike, info: dict[str, Any]) -> dict[str, Any]:
+    """Write OUT/targets.parquet and OUT/summary.json; returns the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records_to_dataset(records).to_parquet(str(out / TARGETS_FILE))
+    summary = {**info, **summarize(records)}
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True))
+    return summary
+
+
+def write_back(trajs: Sequence[Trajectory], records: Sequence[LabelledStep]) -> list[Trajectory]:
+    """New trajectories with `Step.targets[method] = target` and `Step.targets[f"{method}:{name}"]` for
+    each extra quantity; trajectories without records are returned unchanged."""
+    by_step: dict[tuple[str, int], LabelledStep] = {}
+    for r in records:
+        if not isinstance(r, LabelledStep):
+            raise TypeError(f"only step records can be written onto steps, got {type(r).__name__}")
+        by_step[(r.trajectory_id, r.step)] = r
+    out = []
+    for t in trajs:
+        steps = []
+        for i, s in enumerate(t.steps):
+            r = by_step.get((t.id, i))
+            if r is None:
+                steps.append(s)
+                continue
+            targets = {**s.targets, r.method: r.target, **{f"{r.method}:{k}": v for k, v in r.extra.items()}}
+            steps.append(s.model_copy(update={"targets": targets}))
+        out.append(t.model_copy(update={"steps": steps}))
+    return out

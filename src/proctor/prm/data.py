@@ -1,0 +1,363 @@
+"""PRM training data: the stepwise record every importer produces, and the importers.
+
+The one in-memory format is `StepwiseExample`, TRL's stepwise format `{"prompt", "completions", "labels"}`
+(ALGORITHMS.md §7) with float labels (a bool label is 0.0 / 1.0; `None` marks a step that is scored but not
+supervised) and an optional trajectory `outcome` (the SPA progress-sum loss, §6, supervises only that).
+
+Importers, each a pure function of parsed JSON records (errors name the source and the row):
+
+- `read_stepwise`: JSON / JSONL files already in the stepwise format (bool or float labels).
+- `from_math_shepherd`: Math-Shepherd records `{"input": "... ки ...", "label": "... + ... - ..."}`.
+- `from_prm800k`: PRM800K phase-1/2 records (`question.problem`, `label.steps[*].completions[*].rating`).
+- `from_processbench`: ProcessBench records (`steps`, `label` = index of the first wrong step, -1 if none).
+- `from_trajectories`: agent trajectories whose `Step.targets` were filled by `proctor targets`, rendered
+  with the shared prompt renderer (`proctor.agents.prompting`): the trajectory as chat messages, each
+  assistant action followed by the step marker, through the tokenizer's chat template.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proctor.agents.base import Prefix
+from proctor.agents.prompting import PromptConfig, format_action, prefix_at, render_messages
+from proctor.trajectory import Trajectory
+
+
+class DataError(ValueError):
+    """A record that cannot be read as PRM data; the message names the source, the row and the field."""
+
+
+class StepwiseExample(BaseModel):
+    """One solution or trajectory: a prompt, its steps, and one label per step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str
+    completions: list[str] = Field(min_length=1)
+    labels: list[float | None]
+    outcome: float | None = Field(default=None, description="trajectory outcome R (SPA progress-sum loss)")
+    id: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _bool_to_float(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [float(x) if isinstance(x, bool) else x for x in v]
+        return v
+
+    @model_validator(mode="after")
+    def _aligned(self) -> StepwiseExample:
+        if len(self.labels) != len(self.completions):
+            raise ValueError(f"{len(self.completions)} completions but {len(self.labels)} labels")
+        return self
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.completions)
+
+    def to_trl(self) -> dict[str, Any]:
+        """The TRL stepwise record (bool labels when every label is 0/1, else floats)."""
+        if any(x is None for x in self.labels):
+            raise DataError(f"example {self.id!r}: TRL's format has no unlabelled steps")
+        hard = all(x in (0.0, 1.0) for x in self.labels)
+        labels = [bool(x) for x in self.labels] if hard else list(self.labels)
+        return {"prompt": self.prompt, "completions": list(self.completions), "labels": labels}
+
+
+def _describe(err: ValidationError) -> str:
+    return "; ".join(
+        f"field '{'.'.join(str(x) for x in e['loc']) or '<record>'}': {e['msg']}" for e in err.errors()
+    )
+
+
+def parse_stepwise(record: Any, where: str) -> StepwiseExample:
+    """Validate one stepwise record; `where` (file:row) is named in the error."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    try:
+        return StepwiseExample.model_validate(record)
+    except ValidationError as e:
+        raise DataError(f"{where}: {_describe(e)}") from None
+
+
+def read_json_records(path: str | Path) -> list[Any]:
+    """Records of a `.json` file (a list) or a `.jsonl` file (one object a line)."""
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        out = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    return data
+
+
+def read_stepwise(path: str | Path) -> list[StepwiseExample]:
+    """Stepwise records from a JSON or JSONL file."""
+    return [parse_stepwise(r, f"{path}:{i}") for i, r in enumerate(read_json_records(path), 1)]
+
+
+def write_stepwise(examples: Iterable[StepwiseExample], path: str | Path) -> Path:
+    """Write examples as JSONL (the proctor stepwise format, a superset of TRL's)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for ex in examples:
+            f.write(ex.model_dump_json() + "\n")
+    return path
+
+
+MATH_SHEPHERD_TAG = "ки"
+
+
+def from_math_shepherd(
+    records: Sequence[dict[str, Any]], source: str = "math-shepherd", first_step: str = "Step 1:"
+) -> list[StepwiseExample]:
+    """Math-Shepherd records: `input` holds the solution with a `ки` tag after every step, `label` is the
+    same text with each tag replaced by `+` (correct) or `-` (wrong). The prompt is the text before
+    `first_step`; each step is the text between two tags, stripped."""
+    out = []
+    for i, rec in enumerate(records):
+        where = f"{source}:{i}"
+        inp, lab = rec.get("input"), rec.get("label")
+        if not isinstance(inp, str) or not isinstance(lab, str):
+            raise DataError(f"{where}: fields 'input' and 'label' must be strings")
+        pieces = inp.split(MATH_SHEPHERD_TAG)
+        if len(pieces) < 2:
+            raise DataError(f"{where}: field 'input' has no '{MATH_SHEPHERD_TAG}' step tag")
+        signs, pos = [], 0
+        for piece in pieces[:-1]:
+            if lab[pos : pos + len(piece)] != piece or pos + len(piece) >= len(lab):
+                raise DataError(f"{where}: field 'label' does not match 'input' around character {pos}")
+            sign = lab[pos + len(piece)]
+            if sign not in "+-":
+                raise DataError(f"{where}: field 'label' has {sign!r} where a step tag is, expected + or -")
+            signs.append(sign == "+")
+            pos += len(piece) + 1
+        head, sep, first = pieces[0].partition(first_step)
+        if not sep:
+            raise DataError(f"{where}: field 'input' has no {first_step!r} before the first step tag")
+        steps = [(first_step + first).strip()] + [p.strip() for p in pieces[1:-1]]
+        out.append(
+            StepwiseExample(
+                prompt=head.strip(),
+                completions=steps,
+                labels=signs,
+                id=str(rec.get("id", i)),
+                meta={"source": source},
+            )
+        )
+    return out
+
+
+def from_prm800k(
+    records: Sequence[dict[str, Any]], source: str = "prm800k", neutral_is_correct: bool = True
+) -> list[StepwiseExample]:
+    """PRM800K records. Each step uses the completion the labeller chose (`chosen_completion`), else the
+    human-written one, else the first rated completion. Rating 1 is correct, -1 wrong, 0 neutral
+    (`neutral_is_correct`). The solution stops after its first wrong step, as in the labelling."""
+    out = []
+    for i, rec in enumerate(records):
+        where = f"{source}:{i}"
+        try:
+            problem = rec["question"]["problem"]
+            steps = rec["label"]["steps"]
+        except (KeyError, TypeError):
+            raise DataError(f"{where}: needs fields 'question.problem' and 'label.steps'") from None
+        texts, labels = [], []
+        for k, step in enumerate(steps):
+            chosen, human = step.get("chosen_completion"), step.get("human_completion")
+            comps = step.get("completions") or []
+            if chosen is not None:
+                comp = comps[chosen]
+            elif human:
+                comp = human
+            elif comps:
+                comp = comps[0]
+            else:
+                raise DataError(f"{where}: field 'label.steps.{k}' has no completion")
+            rating = comp.get("rating")
+            if rating not in (-1, 0, 1):
+                raise DataError(f"{where}: field 'label.steps.{k}.rating' is {rating!r}, expected -1, 0 or 1")
+            texts.append(comp["text"])
+            labels.append(rating == 1 or (rating == 0 and neutral_is_correct))
+            if rating == -1:
+                break
+        if not texts:
+            raise DataError(f"{where}: field 'label.steps' is empty")
+        out.append(
+            StepwiseExample(
+                prompt=problem,
+                completions=texts,
+                labels=labels,
+                id=str(rec.get("timestamp", i)),
+                meta={"source": source},
+            )
+        )
+    return out
+
+
+def from_processbench(
+    records: Sequence[dict[str, Any]], source: str = "processbench", through_first_error: bool = True
+) -> list[StepwiseExample]:
+    """ProcessBench records. `label` is the index of the first wrong step (-1 if all are correct): steps
+    before it are correct, that step is wrong, and later steps are unknown. With `through_first_error`
+    the solution is cut after the first wrong step (training data); otherwise every step is kept and the
+    later ones are unlabelled (`None`; evaluation scores them all). `meta['first_error']` keeps the label."""
+    out = []
+    for i, rec in enumerate(records):
+        where = f"{source}:{rec.get('id', i)}"
+        steps, first = rec.get("steps"), rec.get("label")
+        if not isinstance(steps, list) or not steps:
+            raise DataError(f"{where}: field 'steps' must be a non-empty list")
+        if not isinstance(first, int) or not -1 <= first < len(steps):
+            raise DataError(
+                f"{where}: field 'label' is {first!r}, expected -1 or a step index < {len(steps)}"
+            )
+        labels: list[float | None] = (
+            [1.0] * len(steps) if first == -1 else ([1.0] * first + [0.0] + [None] * (len(steps) - first - 1))
+        )
+        keep = len(steps) if first == -1 or not through_first_error else first + 1
+        out.append(
+            StepwiseExample(
+                prompt=rec.get("problem", ""),
+                completions=steps[:keep],
+                labels=labels[:keep],
+                id=str(rec.get("id", i)),
+                meta={"source": source, "first_error": first},
+            )
+        )
+    return out
+
+
+def read_processbench(path: str | Path, through_first_error: bool = False) -> list[StepwiseExample]:
+    """A ProcessBench JSON file (e.g. gsm8k.json) as examples, all steps kept by default (evaluation)."""
+    return from_processbench(
+        read_json_records(path), source=str(path), through_first_error=through_first_error
+    )
+
+
+IMPORTERS = {
+    "stepwise": lambda recs, src: [parse_stepwise(r, f"{src}:{i}") for i, r in enumerate(recs, 1)],
+    "math_shepherd": lambda recs, src: from_math_shepherd(recs, source=src),
+    "prm800k": lambda recs, src: from_prm800k(recs, source=src),
+    "processbench": lambda recs, src: from_processbench(recs, source=src),
+}
+
+
+def load_examples(path: str | Path, fmt: str = "stepwise") -> list[StepwiseExample]:
+    """Read a JSON/JSONL file in one of the formats named in `IMPORTERS`."""
+    if fmt not in IMPORTERS:
+        raise DataError(f"unknown data format {fmt!r}; known: {sorted(IMPORTERS)}")
+    return IMPORTERS[fmt](read_json_records(path), str(path))
+
+
+def _marked_chat(
+    tokenizer: Any, prefix: Prefix, cfg: PromptConfig, marker: str, generation_prompt: bool
+) -> str:
+    messages = render_messages(prefix, cfg)
+    for m in messages:
+        if m["role"] == "assistant":
+            m["content"] += marker
+    if not getattr(tokenizer, "chat_template", None):
+        raise DataError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template")
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+
+
+def _check_cfg(cfg: PromptConfig) -> None:
+    if cfg.history is not None:
+        raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
+
+
+def render_trajectory(
+    tokenizer: Any,
+    traj: Trajectory,
+    labels: Sequence[float | None],
+    cfg: PromptConfig | None = None,
+    marker: str = "<|step|>",
+) -> StepwiseExample:
+    """A trajectory as one stepwise example: the chat text up to the first action is the prompt, and step
+    k is the text from the end of step k−1's marker through action k (the observations in between
+    included), so `prompt + Σ (step + marker)` is the chat-template text of the whole trajectory."""
+    cfg = cfg or PromptConfig()
+    _check_cfg(cfg)
+    if not traj.steps:
+        raise DataError(f"trajectory {traj.id}: has no steps")
+    if len(labels) != len(traj.steps):
+        raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
+    last = len(traj.steps) - 1
+    full = _marked_chat(tokenizer, prefix_at(traj, last), cfg, marker, generation_prompt=True)
+    full += format_action(traj.steps[last], None, cfg) + marker
+    pieces = full.split(marker)
+    if len(pieces) != len(traj.steps) + 1:
+        raise DataError(f"trajectory {traj.id}: the step marker {marker!r} occurs inside its text")
+    prompt = _marked_chat(tokenizer, prefix_at(traj, 0), cfg, marker, generation_prompt=True)
+    if not pieces[0].startswith(prompt):
+        raise DataError("the chat template does not render the first prompt as a prefix of the trajectory")
+    completions = [pieces[0][len(prompt) :], *pieces[1:-1]]
+    return StepwiseExample(
+        prompt=prompt,
+        completions=completions,
+        labels=list(labels),
+        id=traj.id,
+        outcome=traj.score,
+        meta={"env": traj.env, "task_id": traj.task_id},
+    )
+
+
+def render_candidates(
+    tokenizer: Any,
+    prefix: Prefix,
+    actions: Sequence[str],
+    cfg: PromptConfig | None = None,
+    marker: str = "<|step|>",
+) -> tuple[str, list[str]]:
+    """The shared text of a state (history with its markers, ending with the assistant prompt) and, per
+    candidate action, the suffix `formatted action + marker`: prefix + suffix is exactly the text
+    `render_trajectory` gives a trajectory that took that action."""
+    cfg = cfg or PromptConfig()
+    _check_cfg(cfg)
+    shared = _marked_chat(tokenizer, prefix, cfg, marker, generation_prompt=True)
+    return shared, [format_action(a, None, cfg) + marker for a in actions]
+
+
+def from_trajectories(
+    tokenizer: Any,
+    trajs: Iterable[Trajectory],
+    target: str,
+    cfg: PromptConfig | None = None,
+    marker: str = "<|step|>",
+    allow_missing: bool = False,
+) -> list[StepwiseExample]:
+    """Training examples from trajectories whose steps hold `Step.targets[target]` (from `proctor targets`).
+    A step without that target is an error unless `allow_missing` (then it is scored, not supervised)."""
+    out = []
+    for traj in trajs:
+        labels: list[float | None] = []
+        for t, step in enumerate(traj.steps):
+            if target not in step.targets and not allow_missing:
+                raise DataError(
+                    f"trajectory {traj.id} step {t}: no target {target!r} "
+                    f"(has {sorted(step.targets)}); run `proctor targets` first"
+                )
+            labels.append(step.targets.get(target))
+        out.append(render_trajectory(tokenizer, traj, labels, cfg, marker))
+    return out

@@ -1,0 +1,262 @@
+"""`ProcessRewardModel`: any HF backbone plus a head, reading one score per step in one forward pass.
+
+A PRM folder is an ordinary HF model folder (config.json, model.safetensors, tokenizer) plus
+`prm_config.json` (`PRMSpec`: head, marker, tokenization, reward tokens). A folder without
+`prm_config.json` whose model is a token classifier with 2 labels, as TRL's PRMTrainer writes, loads as a
+`classification` PRM with TRL's tokenization (separator "\\n").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from proctor.models import add_step_marker, load_tokenizer
+from proctor.models.loading import resolve_dtype
+from proctor.prm.data import StepwiseExample
+from proctor.prm.heads import (
+    HeadKind,
+    auto_class,
+    check_head,
+    head_module,
+    num_labels,
+    scores_from_logits,
+    token_logits,
+)
+from proctor.prm.tokenize import TokenizeConfig
+
+PRM_CONFIG = "prm_config.json"
+CHECKPOINT_STATE = "prm_state.safetensors"
+
+
+class PRMSpec(BaseModel):
+    """What makes a backbone a PRM; saved as `prm_config.json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    head: HeadKind = "scalar"
+    backbone: str = Field(description="the name or path the backbone was loaded from")
+    sigmoid: bool = Field(default=True, description="scalar head: score = σ(logit) (False: the raw value)")
+    reward_tokens: tuple[str, str] = Field(
+        default=("-", "+"), description="reward_tokens head: (wrong, correct)"
+    )
+    tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig)
+
+
+@dataclass
+class PRMOutput:
+    logits: torch.Tensor
+    past_key_values: Any = None
+
+
+def auto_dtype() -> torch.dtype:
+    """bfloat16 on a GPU that has it, float32 otherwise."""
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def _dtype(dtype: Any) -> torch.dtype | None:
+    return auto_dtype() if dtype == "auto" else resolve_dtype(dtype)
+
+
+class ProcessRewardModel(nn.Module):
+    """Backbone + head (see module docstring). `forward` returns per-token head logits."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, spec: PRMSpec):
+        super().__init__()
+        check_head(spec.head)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.reward_token_ids = self._reward_token_ids() if spec.head == "reward_tokens" else None
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        backbone: str | os.PathLike,
+        head: HeadKind = "scalar",
+        *,
+        sigmoid: bool = True,
+        tokenization: TokenizeConfig | None = None,
+        reward_tokens: tuple[str, str] = ("-", "+"),
+        dtype: Any = "auto",
+        lora: dict[str, Any] | None = None,
+        gradient_checkpointing: bool = False,
+        trust_remote_code: bool = False,
+    ) -> ProcessRewardModel:
+        """A new PRM on a pretrained backbone (a hub name or a local folder). With `lora` (LoraConfig
+        keyword arguments) only LoRA adapters and the head train."""
+        check_head(head)
+        tokenization = tokenization or TokenizeConfig()
+        tokenizer = load_tokenizer(backbone, trust_remote_code=trust_remote_code)
+        kwargs: dict[str, Any] = {
+            "dtype": _dtype(dtype),
+            "trust_remote_code": trust_remote_code,
+            "use_safetensors": True,
+        }
+        if num_labels(head):
+            kwargs["num_labels"] = num_labels(head)
+        model = auto_class(head).from_pretrained(str(backbone), **kwargs)
+        if tokenization.mode == "marked":
+            add_step_marker(tokenizer, model, tokenization.marker)
+        if model.config.pad_token_id is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+        if gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if lora is not None:
+            model = _with_lora(model, head, lora, gradient_checkpointing)
+        spec = PRMSpec(
+            head=head,
+            backbone=str(backbone),
+            sigmoid=sigmoid,
+            reward_tokens=reward_tokens,
+            tokenization=tokenization,
+        )
+        return cls(model, tokenizer, spec)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | os.PathLike,
+        *,
+        dtype: Any = "auto",
+        device: Any = None,
+        trust_remote_code: bool = False,
+    ) -> ProcessRewardModel:
+        """Load a PRM folder saved by `save_pretrained`, or a TRL PRMTrainer output folder."""
+        path = Path(path)
+        if (path / PRM_CONFIG).is_file():
+            spec = PRMSpec.model_validate_json((path / PRM_CONFIG).read_text())
+        else:
+            spec = _trl_spec(path)
+        model = auto_class(spec.head).from_pretrained(
+            str(path), dtype=_dtype(dtype), use_safetensors=True, trust_remote_code=trust_remote_code
+        )
+        prm = cls(model, load_tokenizer(path, trust_remote_code=trust_remote_code), spec)
+        if device is not None:
+            prm.to(device)
+        return prm.eval()
+
+    def save_pretrained(self, path: str | os.PathLike) -> Path:
+        """Write the HF model (safetensors; LoRA adapters merged in), the tokenizer and `prm_config.json`."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if _is_peft(self.model):
+            self.model = self.model.merge_and_unload()
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        (path / PRM_CONFIG).write_text(self.spec.model_dump_json(indent=2))
+        return path
+
+    def save_checkpoint(self, path: str | os.PathLike) -> None:
+        """The full training state of the weights (LoRA adapters included, unmerged) for resuming."""
+        from safetensors.torch import save_model
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        save_model(self, str(path / CHECKPOINT_STATE))
+        (path / PRM_CONFIG).write_text(self.spec.model_dump_json(indent=2))
+
+    def load_checkpoint(self, path: str | os.PathLike) -> None:
+        from safetensors.torch import load_model
+
+        file = Path(path) / CHECKPOINT_STATE
+        if not file.is_file():
+            raise FileNotFoundError(f"{path} is not a PRM training checkpoint (no {CHECKPOINT_STATE})")
+        load_model(self, str(file))
+
+    # -- forward ------------------------------------------------------------------------------------
+    @property
+    def hf_model(self) -> nn.Module:
+        """The transformers model (LoRA layers, if any, injected in place)."""
+        return self.model.get_base_model() if _is_peft(self.model) else self.model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        use_cache: bool = False,
+    ) -> PRMOutput:
+        """Per-token head logits ([B, L] scalar, [B, L, 2] two-class) and, with `use_cache`, the KV cache."""
+        hf = self.hf_model
+        body = getattr(hf, hf.base_model_prefix)
+        out = body(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+        )
+        raw = head_module(hf, self.spec.head)(out.last_hidden_state)
+        logits = token_logits(self.spec.head, raw, self.reward_token_ids)
+        return PRMOutput(logits=logits, past_key_values=out.past_key_values if use_cache else None)
+
+    def scores(self, logits: torch.Tensor) -> torch.Tensor:
+        """Per-token step scores from `forward`'s logits (heads.scores_from_logits)."""
+        return scores_from_logits(self.spec.head, logits, self.spec.sigmoid)
+
+    def tokenize(self, ex: StepwiseExample, is_eval: bool = False) -> dict[str, list]:
+        return self.spec.tokenization(ex, self.tokenizer, is_eval=is_eval)
+
+    def _reward_token_ids(self) -> tuple[int, int]:
+        ids = []
+        for tok in self.spec.reward_tokens:
+            enc = self.tokenizer.encode(tok, add_special_tokens=False)
+            if len(enc) != 1:
+                raise ValueError(
+                    f"reward token {tok!r} is {len(enc)} tokens in this tokenizer; it must be one"
+                )
+            ids.append(enc[0])
+        return ids[0], ids[1]
+
+
+def _is_peft(model: nn.Module) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
+def _with_lora(model: nn.Module, head: str, lora: dict[str, Any], gradient_checkpointing: bool) -> nn.Module:
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    task = TaskType.CAUSAL_LM if head == "reward_tokens" else TaskType.TOKEN_CLS
+    cfg = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear", **lora}
+    if task == TaskType.TOKEN_CLS:  # the head trains fully (modules_to_save); no adapter on it
+        cfg.setdefault("exclude_modules", ["score", "classifier"])
+    if gradient_checkpointing:
+        model.enable_input_require_grads()
+    return get_peft_model(model, LoraConfig(task_type=task, **cfg))
+
+
+def _trl_spec(path: Path) -> PRMSpec:
+    from transformers import AutoConfig
+
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} is not a model folder (no config.json, no {PRM_CONFIG})")
+    cfg = AutoConfig.from_pretrained(path)
+    archs = cfg.architectures or []
+    if not any(a.endswith("ForTokenClassification") for a in archs) or cfg.num_labels != 2:
+        raise ValueError(
+            f"{path}: no {PRM_CONFIG}, and config.json is not a 2-label token classifier "
+            f"(architectures {archs}, {cfg.num_labels} labels), so it is neither a proctor nor a TRL PRM"
+        )
+    return PRMSpec(head="classification", backbone=str(path), tokenization=TokenizeConfig(mode="trl"))
+
+
+__all__ = ["PRMOutput", "PRMSpec", "ProcessRewardModel", "auto_dtype"]

@@ -1,0 +1,131 @@
+"""Scoring with a PRM: one forward pass per trajectory for all its steps, and shared-prefix best-of-N.
+
+`PRMScorer.score_examples` / `score_trajectories` tokenize each trajectory once and read every step's score
+at its marker position (batches of trajectories, never one pass per prefix).
+
+`PRMScorer.score_candidates` scores N candidate continuations of one shared prefix (the N actions proposed
+at one agent state): the prefix runs once with `use_cache=True`, its KV cache is repeated N times, and only
+the N short suffixes run on top of it (right-padded, positions continuing after the prefix). The result
+equals scoring each `prefix + suffix` on its own.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from proctor.agents.base import Prefix
+from proctor.agents.prompting import PromptConfig
+from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
+from proctor.prm.model import ProcessRewardModel
+from proctor.prm.tokenize import collate
+
+
+class ScoringError(ValueError):
+    """A trajectory whose steps cannot all be scored (e.g. truncated by max_length)."""
+
+
+class PRMScorer:
+    """Batched PRM inference (see module docstring)."""
+
+    def __init__(self, prm: ProcessRewardModel, batch_size: int = 8, device: Any = None):
+        self.prm = prm.eval()
+        if device is not None:
+            self.prm.to(device)
+        self.batch_size = batch_size
+        self.tokenizer = prm.tokenizer
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else 0
+
+    @property
+    def marker(self) -> str:
+        return self.prm.spec.tokenization.marker
+
+    @torch.no_grad()
+    def score_features(self, features: Sequence[dict[str, Any]]) -> list[list[float]]:
+        """Per-step scores for tokenized features, one forward pass per batch."""
+        out: list[list[float]] = []
+        for i in range(0, len(features), self.batch_size):
+            batch = collate(features[i : i + self.batch_size], self.pad_id)
+            dev = self.prm.device
+            logits = self.prm(
+                batch["input_ids"].to(dev), attention_mask=batch["attention_mask"].to(dev)
+            ).logits
+            scores = self.prm.scores(logits).float().cpu()
+            out += [row[mask].tolist() for row, mask in zip(scores, batch["step_mask"], strict=True)]
+        return out
+
+    def score_examples(self, examples: Sequence[StepwiseExample]) -> list[list[float]]:
+        """One score per step of every example (labels are ignored)."""
+        features = [self.prm.tokenize(ex, is_eval=True) for ex in examples]
+        scores = self.score_features(features)
+        for ex, s in zip(examples, scores, strict=True):
+            if len(s) != ex.num_steps:
+                raise ScoringError(
+                    f"example {ex.id!r}: only {len(s)} of {ex.num_steps} steps fit in max_length "
+                    f"{self.prm.spec.tokenization.max_length}"
+                )
+        return scores
+
+    def score_trajectories(self, trajs: Sequence[Any], cfg: PromptConfig | None = None) -> list[list[float]]:
+        """Per-step scores of agent trajectories rendered with the shared prompt renderer."""
+        examples = [
+            render_trajectory(self.tokenizer, t, [None] * len(t.steps), cfg, self.marker) for t in trajs
+        ]
+        return self.score_examples(examples)
+
+    @torch.no_grad()
+    def score_candidates(
+        self, prefix_ids: Sequence[int], suffix_ids: Sequence[Sequence[int]], chunk_size: int | None = None
+    ) -> list[list[float]]:
+        """For each suffix, the scores at the step ends (marker / step_mask positions) inside it, with the
+        prefix's KV cache computed once and shared. Suffix step ends are the marker token's positions."""
+        if not prefix_ids:
+            raise ValueError("score_candidates needs a non-empty shared prefix")
+        if any(len(s) == 0 for s in suffix_ids):
+            raise ValueError("every candidate suffix needs at least one token")
+        marker = self.tokenizer.convert_tokens_to_ids(self.marker)
+        dev = self.prm.device
+        prefix = torch.tensor([list(prefix_ids)], device=dev)
+        cache = self.prm(prefix, use_cache=True).past_key_values
+        chunk_size = chunk_size or len(suffix_ids)
+        out: list[list[float]] = []
+        for i in range(0, len(suffix_ids), chunk_size):
+            chunk = suffix_ids[i : i + chunk_size]
+            n, width, plen = len(chunk), max(len(s) for s in chunk), prefix.shape[1]
+            ids = torch.full((n, width), self.pad_id, dtype=torch.long, device=dev)
+            mask = torch.zeros((n, plen + width), dtype=torch.long, device=dev)
+            mask[:, :plen] = 1
+            for j, s in enumerate(chunk):
+                ids[j, : len(s)] = torch.tensor(list(s), device=dev)
+                mask[j, plen : plen + len(s)] = 1
+            positions = torch.arange(plen, plen + width, device=dev).expand(n, width)
+            shared = copy.deepcopy(cache)
+            shared.batch_repeat_interleave(n)
+            logits = self.prm(
+                ids, attention_mask=mask, position_ids=positions, past_key_values=shared, use_cache=True
+            ).logits
+            scores = self.prm.scores(logits).float().cpu()
+            for j, s in enumerate(chunk):
+                at = torch.tensor([t == marker for t in s] + [False] * (width - len(s)))
+                out.append(scores[j][at].tolist())
+        return out
+
+    def score_actions(
+        self,
+        prefix: Prefix,
+        actions: Sequence[str],
+        cfg: PromptConfig | None = None,
+        chunk_size: int | None = None,
+    ) -> list[float]:
+        """PRM score of each candidate action at an agent state (per-step best-of-N, ALGORITHMS.md §8)."""
+        shared, suffixes = render_candidates(self.tokenizer, prefix, actions, cfg, self.marker)
+        enc = self.tokenizer
+        prefix_ids = enc(shared, add_special_tokens=False)["input_ids"]
+        if enc.bos_token_id is not None and prefix_ids[:1] != [enc.bos_token_id]:
+            prefix_ids = [enc.bos_token_id] + prefix_ids
+        suffix_ids = [enc(s, add_special_tokens=False)["input_ids"] for s in suffixes]
+        return [s[-1] for s in self.score_candidates(prefix_ids, suffix_ids, chunk_size)]

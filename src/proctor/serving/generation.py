@@ -1,0 +1,246 @@
+"""Model-side generation for `proctor serve`: n samples for a list of prompts in one batched `generate` call.
+
+OpenAI semantics on top of `transformers.generate`:
+- `temperature == 0` is greedy decoding; otherwise sampling with `temperature` and nucleus `top_p` and no
+  top-k cut-off (the model's own generation defaults such as top_k=50 are overridden).
+- `stop` strings end a sample (through `transformers`' `StopStringCriteria`) and are cut from the text,
+  together with everything after them; the EOS token ends a sample and is not part of the text.
+- `finish_reason` is "stop" (EOS or stop string) or "length" (`max_tokens` reached).
+- logprobs are the model's raw log-probabilities (log-softmax of the unprocessed logits, i.e. at
+  temperature 1, before top-p) of every token generated for a sample: the text's tokens, then the
+  tokens of the stop string that ended it, or the EOS token (whose text piece is ""). They sum to the
+  log-probability of the whole continuation, and there are `completion_tokens` of them.
+- a `seed` seeds torch's generator right before the call; calls are serialised by a lock, so the same
+  request with the same seed gives the same samples.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+FINISH_STOP = "stop"
+FINISH_LENGTH = "length"
+
+
+class GenerationRequestError(ValueError):
+    """The request cannot be served as asked (prompt too long, bad parameter); the server answers 400."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What to generate for every prompt (OpenAI request fields)."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int | None = None  # None: the rest of the context window
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass
+class TokenLogprob:
+    """One sampled token: its text piece, its log-probability and the `top` most likely alternatives."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    text: str
+    finish_reason: str
+    completion_tokens: int
+    logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class GenerationResult:
+    """`completions[i]` holds the n samples for prompt i; `prompt_tokens[i]` its length in tokens."""
+
+    completions: list[list[Completion]]
+    prompt_tokens: list[int]
+
+
+def find_stop(text: str, stops: Sequence[str]) -> tuple[int, int] | None:
+    """(start, end) of the earliest stop-string occurrence in `text` (the longest one on ties), or None."""
+    best: tuple[int, int] | None = None
+    for stop in stops:
+        i = text.find(stop)
+        if i >= 0 and (best is None or i < best[0] or (i == best[0] and i + len(stop) > best[1])):
+            best = (i, i + len(stop))
+    return best
+
+
+def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+    """The text each token adds to the decoded output (special tokens add ""); the pieces join to the text.
+
+    Uses the `tokenizers` incremental decoder, so multi-byte characters split over several tokens are
+    attributed to the token that completes them.
+    """
+    from tokenizers.decoders import DecodeStream
+
+    stream = DecodeStream(skip_special_tokens=True)
+    backend = tokenizer.backend_tokenizer
+    return [stream.step(backend, int(i)) or "" for i in ids]
+
+
+def finish_sample(pieces: list[str], hit_eos: bool, stops: Sequence[str]) -> tuple[str, str, int]:
+    """Cut one sample at its first stop string: (text, finish_reason, generated).
+
+    `pieces` are the text pieces of the sampled tokens, the EOS token's ("") last when `hit_eos`.
+    `generated` counts the tokens the model produced for this sample: up to the one that completed the
+    stop string, else all of them (the EOS token included).
+    """
+    text = "".join(pieces)
+    hit = find_stop(text, stops)
+    if hit is not None:
+        start, end = hit
+        offset = 0
+        for i, piece in enumerate(pieces):
+            offset += len(piece)
+            if offset >= end:
+                return text[:start], FINISH_STOP, i + 1
+    return text, FINISH_STOP if hit_eos else FINISH_LENGTH, len(pieces)
+
+
+def sampled_logprobs(
+    logits: Sequence[torch.Tensor], tokens: torch.Tensor, k: int
+) -> tuple[list[list[float]], list[list[list[tuple[int, float]]]]]:
+    """Per row b of a generated batch: log p(y_t) = log_softmax(z_t)[y_t] for every step t, from the raw
+    logits `logits[t]` (batch x vocab) and the sampled `tokens` (batch x steps); and the `k` most likely
+    (token id, log-probability) pairs of every step (k = 0: empty lists)."""
+    chosen: list[list[float]] = [[] for _ in range(tokens.shape[0])]
+    top: list[list[list[tuple[int, float]]]] = [[] for _ in range(tokens.shape[0])]
+    for t, step_logits in enumerate(logits):
+        logp = torch.log_softmax(step_logits.float(), dim=-1)
+        picked = logp.gather(1, tokens[:, t : t + 1].to(logp.device)).squeeze(1).tolist()
+        values, ids = logp.topk(k, dim=-1)
+        for b, (row_ids, row_values) in enumerate(zip(ids.tolist(), values.tolist(), strict=True)):
+            chosen[b].append(picked[b])
+            top[b].append(list(zip(row_ids, row_values, strict=True)))
+    return chosen, top
+
+
+class Generator:
+    """Batched OpenAI-style sampling from a causal LM and its (left-padded) tokenizer; thread-safe."""
+
+    def __init__(self, model: Any, tokenizer: Any):
+        if not hasattr(tokenizer, "backend_tokenizer"):
+            raise ValueError(f"tokenizer {tokenizer.name_or_path!r} is not a fast (`tokenizers`) tokenizer")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        self._lock = threading.Lock()
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(tokenizer.eos_token_id)
+        if not eos_ids:
+            raise ValueError("the model has no EOS token id (generation_config.eos_token_id, tokenizer.eos_token)")
+        self.eos_ids = sorted(eos_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+
+    @classmethod
+    def load(cls, name_or_path: str, *, dtype: Any = None, device: Any = "auto") -> Generator:
+        from proctor.models import load
+
+        model, tokenizer = load(name_or_path, dtype=dtype, device=device)
+        return cls(model, tokenizer)
+
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", None) or self.tokenizer.model_max_length)
+
+    def chat_prompt(self, messages: list[dict[str, Any]]) -> str:
+        """The prompt text for chat `messages` (the tokenizer's chat template, with the generation prompt)."""
+        if not self.tokenizer.chat_template:
+            raise GenerationRequestError(
+                f"the model's tokenizer {self.tokenizer.name_or_path!r} has no chat template; "
+                f"use /v1/completions with a rendered prompt"
+            )
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, *, add_special_tokens: bool = True
+    ) -> GenerationResult:
+        """`params.n` samples for each prompt, all in one `generate` call (see module docstring)."""
+        if not prompts:
+            raise GenerationRequestError("no prompt given")
+        enc = self.tokenizer(
+            list(prompts), return_tensors="pt", padding=True, add_special_tokens=add_special_tokens
+        )
+        prompt_tokens = [int(m.sum()) for m in enc["attention_mask"]]
+        if min(prompt_tokens) == 0:
+            raise GenerationRequestError(f"prompt {prompt_tokens.index(0)} is empty (no tokens)")
+        width = enc["input_ids"].shape[1]
+        room = self.context_length - width
+        max_new = params.max_tokens if params.max_tokens is not None else room
+        if max_new > room or room < 1:
+            raise GenerationRequestError(
+                f"the prompt has {max(prompt_tokens)} tokens and max_tokens is {max_new}, but the model's "
+                f"context length is {self.context_length}; shorten the prompt or lower max_tokens"
+            )
+        device = self.model.device
+        input_ids = enc["input_ids"].repeat_interleave(params.n, dim=0).to(device)
+        attention = enc["attention_mask"].repeat_interleave(params.n, dim=0).to(device)
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
+            if params.temperature > 0
+            else {"do_sample": False}
+        )
+        with self._lock, torch.inference_mode():
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            out = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max_new,
+                eos_token_id=self.eos_ids,
+                pad_token_id=self.pad_id,
+                stop_strings=list(params.stop) or None,
+                tokenizer=self.tokenizer if params.stop else None,
+                repetition_penalty=1.0,
+                return_dict_in_generate=True,
+                output_logits=params.logprobs,
+                **sampling,
+            )
+        new_tokens = out.sequences[:, width:].tolist()
+        chosen, top = (
+            sampled_logprobs(out.logits, out.sequences[:, width:], params.top_logprobs) if params.logprobs else ([], [])
+        )
+        samples = [self._sample(b, new_tokens[b], chosen, top, params) for b in range(len(new_tokens))]
+        grouped = [samples[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
+        return GenerationResult(completions=grouped, prompt_tokens=prompt_tokens)
+
+    def _sample(
+        self,
+        b: int,
+        tokens: list[int],
+        chosen: list[list[float]],
+        top: list[list[list[tuple[int, float]]]],
+        params: SamplingParams,
+    ) -> Completion:
+        eos_at = next((i for i, tok in enumerate(tokens) if tok in self.eos_ids), None)
+        ids = tokens if eos_at is None else tokens[: eos_at + 1]
+        pieces = token_pieces(self.tokenizer, ids)
+        text, reason, generated = finish_sample(pieces, eos_at is not None, params.stop)
+        logprobs = None
+        if params.logprobs:
+            logprobs = [
+                TokenLogprob(
+                    token=pieces[i],
+                    logprob=chosen[b][i],
+                    top=[(self.tokenizer.decode([tok]), lp) for tok, lp in top[b][i]],
+                )
+                for i in range(generated)
+            ]
+        return Completion(text=text, finish_reason=reason, completion_tokens=generated, logprobs=logprobs)

@@ -1,0 +1,40 @@
+"""proctor.prm.metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from proctor.prm import metrics as m
+
+S = [0.9, 0.6, 0.4, 0.2]
+Y = [1, 0, 1, 0]
+
+
+def test_step_accuracy_and_brier():
+    assert m.step_accuracy(S, Y) == 0.5  # right: 0.9→1, 0.2→0
+    # (0.01 + 0.36 + 0.36 + 0.04) / 4
+    assert m.brier_score(S, Y) == pytest.approx(0.1925)
+
+
+def test_auroc():
+    # positives {0.9, 0.4}, negatives {0.6, 0.2}: pairs won 0.9>0.6, 0.9>0.2, 0.4>0.2, lost 0.4<0.6 → 3/4
+    assert m.auroc(S, Y) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="both"):
+        m.auroc([0.1, 0.2], [1, 1])
+
+
+def test_ece():
+    # 2 bins: [0, .5) holds 0.4 (y 1), 0.2 (y 0): |0.5 − 0.3| = 0.2; [.5, 1] holds 0.9, 0.6: |0.5 − 0.75| = 0.25
+    assert m.expected_calibration_error(S, Y, bins=2) == pytest.approx(0.5 * 0.2 + 0.5 * 0.25)
+    assert m.expected_calibration_error([1.0, 0.0], [1, 0], bins=10) == 0.0
+
+
+def test_first_error_and_processbench_f1():
+    assert m.predicted_first_error([0.9, 0.7, 0.3, 0.1]) == 2
+    assert m.predicted_first_error([0.9, 0.7]) == -1
+    pred, true = [2, -1, 1, -1, 0], [2, 1, 1, -1, -1]
+    assert m.first_error_accuracy(pred, true) == pytest.approx(3 / 5)
+    # erroneous: [2, 1, 1] predicted [2, -1, 1] → 2/3; correct: [-1, -1] predicted [-1, 0] → 1/2
+    got = m.processbench_f1(pred, true)
+    assert got["acc_error"] == pytest.approx(2 / 3) and got["acc_correct"] == pytest.approx(0.5)
+    assert got["f1"] == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))

@@ -1,0 +1,74 @@
+"""`proctor rollout`: the summary it prints and writes, bad input, and kill -9 then resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from proctor.trajectory import TrajectoryStore
+
+TESTS_DIR = Path(__file__).resolve().parent
+#: the installed console script (`pip install -e .`), next to this interpreter
+PROCTOR = shutil.which("proctor", path=str(Path(sys.executable).parent)) or "proctor"
+
+
+def proctor_rollout(out: Path, *args: str) -> list[str]:
+    return [PROCTOR, "rollout", "--env", "guess", "--env-module", "test_rollout_envs",
+            "--out", str(out), "--no-progress", *args]
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+
+
+def stored_lines(out: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in (out / "shards").glob("*.jsonl")) if out.exists() else 0
+
+
+def test_cli_prints_the_table_and_writes_the_summary(tmp_path):
+    out, summary = tmp_path / "run", tmp_path / "summary.json"
+    proc = subprocess.run(
+        proctor_rollout(out, "--agent", "expert", "--expert-kind", "quitter", "--tasks", "3", "--samples", "2",
+                        "--batch", "2", "--summary-json", str(summary)),
+        env=cli_env(), check=False, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "success rate" in proc.stdout and "termination: failure" in proc.stdout
+    data = json.loads(summary.read_text())
+    assert data["episodes"] == 6 and data["terminations"]["failure"] == 6 and data["success_rate"] == 0.0
+    assert data["success_ci95"][0] == 0.0 and 0.39 < data["success_ci95"][1] < 0.40  # Wilson upper for 0/6
+
+
+def test_cli_rejects_an_unknown_env_with_a_clear_message(tmp_path):
+    proc = subprocess.run(proctor_rollout(tmp_path / "x", "--agent", "expert") + ["--env", "nope"],
+                          env=cli_env(), check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown environment 'nope'" in proc.stdout
+
+
+def test_kill_9_mid_run_then_rerun_completes_every_pair_exactly_once(tmp_path):
+    out = tmp_path / "run"
+    cmd = proctor_rollout(out, "--agent", "expert", "--tasks", "30", "--samples", "2", "--batch", "4",
+                          "--env-arg", "step_delay=0.05", "--env-arg", "n_tasks=30")
+    proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while stored_lines(out) < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    partial = TrajectoryStore.open(out).done_keys()
+    assert 8 <= len(partial) < 60
+
+    rerun = subprocess.run(cmd, env=cli_env(), check=False, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    keys = Counter(t.key for t in TrajectoryStore.open(out))
+    assert set(keys) == {(f"test-{i}", k) for i in range(30) for k in range(2)}
+    assert set(keys.values()) == {1}
+    assert all(t.success for t in TrajectoryStore.open(out))
