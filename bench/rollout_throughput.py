@@ -1,14 +1,15 @@
 """Rollout throughput: env steps/s of `household` with a tiny local HF model, batched vs one env at a time.
 
     python bench/rollout_throughput.py [--batch 16] [--episodes 32] [--sequential-episodes 4] [--max-steps 8]
-                                       [--hidden-size 64] [--layers 2] [--history K] [--device cpu|cuda]
-                                       [--threads N]
+                                       [--hidden-size 64] [--layers 2] [--history K] [--prefix-cache N]
+                                       [--rounds R] [--device cpu|cuda] [--threads N]
 
-Builds (or reuses) a tiny model with `proctor.models.build_tiny`, then runs `proctor.rollout.rollout` twice
-in this process on the same household test tasks and the same sampling settings: once with `--batch`
-envs stepped together (one `generate` call per step for all of them) and once with batch 1. Steps per
-second is the number of env steps taken divided by the wall time of the rollout (model load excluded).
-Prints one JSON object with both runs and the ratio batched / sequential.
+Builds (or reuses) a tiny model with `proctor.models.build_tiny`, then runs `proctor.rollout.rollout` in this
+process on the same household test tasks with one `HFAgent` (so identical sampling, prompt and cache
+settings): with `--batch` envs stepped together (one `generate` call per step for all of them) and with
+batch 1, alternating the two `--rounds` times so that both see the same machine load. Steps per second is
+the number of env steps taken divided by the wall time of the rollout (model load excluded); each arm
+reports its median over the rounds, and the ratio is of the medians. Prints one JSON object.
 
 What batching buys depends on where the agent's time goes. On a GPU, or on a CPU with a model small enough
 that each decoding step costs mostly fixed overhead (the default here: hidden 64, 2 layers), one call for
@@ -38,9 +39,20 @@ def timed_rollout(agent: Any, spec: EnvSpec, tasks: list[str], batch: int, out: 
     trajs = store.load()
     steps = sum(len(t.steps) for t in trajs)
     summary = summarize(trajs)
+    metas = [s.info.get("candidate_meta", {}) for t in trajs for s in t.steps]
+    prompt_tokens = sum(m.get("prompt_tokens", 0) for m in metas)
+    reused = sum(m.get("reused_prompt_tokens", 0) for m in metas)
     return {"batch": batch, "episodes": len(trajs), "env_steps": steps, "seconds": round(seconds, 3),
             "env_steps_per_s": round(steps / seconds, 2), "success_rate": summary.success_rate,
-            "invalid_action_rate": round(summary.invalid_action_rate, 3)}
+            "invalid_action_rate": round(summary.invalid_action_rate, 3),
+            "mean_prompt_tokens": round(prompt_tokens / max(steps, 1), 1),
+            "prompt_tokens_reused": round(reused / max(prompt_tokens, 1), 3)}
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median steps/s (the lower middle one for an even count), plus every round's rate."""
+    ranked = sorted(runs, key=lambda r: r["env_steps_per_s"])
+    return {**ranked[(len(ranked) - 1) // 2], "rounds_env_steps_per_s": [r["env_steps_per_s"] for r in runs]}
 
 
 def main() -> None:
@@ -54,6 +66,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--model-dir", default=None, help="default: a cache folder per model size in the temp dir")
     parser.add_argument("--history", type=int, default=None, help="prompt keeps the last K steps (default all)")
+    parser.add_argument("--prefix-cache", type=int, default=64,
+                        help="episodes whose KV cache the agent keeps between steps (0: off)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating batched/sequential rounds")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()
@@ -69,18 +84,24 @@ def main() -> None:
         args.model_dir or os.path.join(tempfile.gettempdir(), f"proctor-bench-tiny-{args.hidden_size}x{args.layers}"),
         hidden_size=args.hidden_size, layers=args.layers, heads=max(1, args.hidden_size // 32))
     agent = HFAgent(str(model_dir), prompt={"history": args.history}, temperature=1.0, seed=0,
-                    max_new_tokens=args.max_new_tokens, device=args.device)
+                    max_new_tokens=args.max_new_tokens, device=args.device, prefix_cache=args.prefix_cache)
     params = sum(p.numel() for p in agent.model.parameters())
     spec = EnvSpec("household", {"max_steps": args.max_steps})
     tasks = select_tasks(spec, "test", max(args.episodes, args.sequential_episodes))
+    runs: dict[str, list[dict[str, Any]]] = {"batched": [], "sequential": []}
     with tempfile.TemporaryDirectory() as tmp:
-        batched = timed_rollout(agent, spec, tasks[:args.episodes], args.batch, Path(tmp) / "batched")
-        sequential = timed_rollout(agent, spec, tasks[:args.sequential_episodes], 1, Path(tmp) / "sequential")
+        for r in range(args.rounds):
+            runs["batched"].append(timed_rollout(agent, spec, tasks[:args.episodes], args.batch,
+                                                 Path(tmp) / f"batched{r}"))
+            runs["sequential"].append(timed_rollout(agent, spec, tasks[:args.sequential_episodes], 1,
+                                                    Path(tmp) / f"sequential{r}"))
+    batched, sequential = median_run(runs["batched"]), median_run(runs["sequential"])
     print(json.dumps({
         "bench": "rollout_throughput",
         "env": "household",
         "model": {"dir": str(model_dir), "parameters": params, "device": str(agent.model.device),
-                  "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "prompt_history": args.history},
+                  "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "prompt_history": args.history,
+                  "prefix_cache": args.prefix_cache},
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "batched": batched,

@@ -226,3 +226,12 @@ def test_make_agent_kinds_and_errors():
         make_agent("robot")
     with pytest.raises(ValueError, match="accepted arguments: seed, fallback_actions"):
         make_agent("random", temperature=1.0)
+
+
+def test_composites_ask_for_expert_hints_when_a_component_needs_them():
+    from proctor.agents import ExpertAgent, MixtureAgent, RandomAgent, SwitchAgent
+
+    assert MixtureAgent([(ExpertAgent("oracle"), 0.7), (RandomAgent(), 0.3)]).needs_expert_hints
+    assert not MixtureAgent([(RandomAgent(), 1.0)]).needs_expert_hints
+    assert SwitchAgent(RandomAgent(), ExpertAgent("oracle"), switch_prob=0.5).needs_expert_hints
+    assert not SwitchAgent(RandomAgent(), ExpertAgent("search"), switch_prob=0.5).needs_expert_hints

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.agents import HFAgent, Prefix, PromptConfig, make_agent
-from proctor.agents.hf import cut_at_stop, generation_end
+from proctor.agents.generation_utils import cut_at_stop, generation_end
 from proctor.trajectory import Step
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing as mp
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ import pytest
 from proctor.envs import EnvError, EnvSpec, entries, make
 
 ALFWORLD_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alfworld" / "json_2.1.1"
+#: generated TextWorld games, cached across sessions (deterministic; the folder names the textworld version)
+TEXTWORLD_GAMES = Path(tempfile.gettempdir()) / "proctor-conformance-textworld"
+DETECTIVE_GAME = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "archer" / "detective.z5"
 #: env name -> (constructor kwargs, marks); adapters need their package, alfworld also its game files
 CASES: dict[str, tuple[dict, list]] = {
     "household": ({}, []),
@@ -22,8 +26,21 @@ CASES: dict[str, tuple[dict, list]] = {
     "arithmetic": ({}, []),
     "shop": ({"num_tasks": {"test": 5}}, []),
     "alfworld": ({"data_dir": str(ALFWORLD_DATA), "max_steps": 6}, [pytest.mark.extra, pytest.mark.data]),
+    "textworld": ({"games_dir": str(TEXTWORLD_GAMES), "n_games": {"test": 1}, "world_size": 2, "nb_objects": 3,
+                   "quest_length": 2, "max_steps": 6},
+                  [pytest.mark.extra, pytest.mark.filterwarnings("ignore:Game .* is not fully supported")]),
+    # one short task, gold-path actions, no valid-action lists (0.1-1 s a step); still five JVMs (env, twin,
+    # two clones, the child process): ~50 s measured on a busy 2-core machine (load 8), hence slow
+    "scienceworld": ({"tasks": ["lifespan-longest-lived"], "max_steps": 6, "list_actions": False,
+                      "expert_hints": True}, [pytest.mark.extra, pytest.mark.slow]),
+    "detective": ({"game_path": str(DETECTIVE_GAME), "max_steps": 6}, [pytest.mark.extra, pytest.mark.data]),
 }
-NEEDS: dict[str, tuple[str, object]] = {"alfworld": ("alfworld", ALFWORLD_DATA)}
+NEEDS: dict[str, tuple[str, object]] = {
+    "alfworld": ("alfworld", ALFWORLD_DATA),
+    "textworld": ("textworld", tempfile.gettempdir()),  # games are generated into TEXTWORLD_GAMES
+    "scienceworld": ("scienceworld", None),  # no data: the package ships its simulator
+    "detective": ("jericho", DETECTIVE_GAME),
+}
 INFO_KEYS = ("valid", "won", "score", "truncated", "admissible_actions")
 
 
@@ -39,7 +56,7 @@ def _skip_if_unavailable(name: str) -> None:
         package, data = NEEDS[name]
         if importlib.util.find_spec(package) is None:
             pytest.skip(f"{name}: optional package {package!r} is not installed (pip install 'proctor[{package}]')")
-        if not os.path.isdir(data):
+        if data is not None and not os.path.exists(data):
             pytest.skip(f"{name}: data not found at {data}")
 
 

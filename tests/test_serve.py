@@ -9,9 +9,10 @@ import openai
 import pytest
 import torch
 
+from proctor.agents.generation_utils import find_stop, sampled_logprobs
 from proctor.serving import Generator, create_app
 from proctor.serving.background import BackgroundServer
-from proctor.serving.generation import find_stop, finish_sample, sampled_logprobs
+from proctor.serving.generation import finish_sample
 
 NAME = "tiny"
 KEY = "test-secret-key"

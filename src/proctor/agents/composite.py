@@ -65,6 +65,11 @@ class MixtureAgent(Agent):
         self.name = "mixture(" + ",".join(f"{a.name}:{w:g}" for a, w in zip(self.agents, self.weights,
                                                                               strict=True)) + ")"
 
+    @property
+    def needs_expert_hints(self) -> bool:
+        """True when a component reads the env's privileged `info["expert_action"]`."""
+        return any(getattr(a, "needs_expert_hints", False) for a in self.agents)
+
     def describe(self) -> str:
         parts = ", ".join(f"{w:g} × {a.describe()}" for a, w in zip(self.agents, self.weights, strict=True))
         return f"mixture of [{parts}] (seed={self.seed})"
@@ -129,6 +134,11 @@ class SwitchAgent(Agent):
         self.switch_prob, self.seed = switch_prob, seed
         self._steps, self._weights = steps, weights
         self.name = f"switch({roll_in.name}->{roll_out.name})"
+
+    @property
+    def needs_expert_hints(self) -> bool:
+        """True when either phase's agent reads the env's privileged `info["expert_action"]`."""
+        return any(getattr(a, "needs_expert_hints", False) for a in (self.roll_in, self.roll_out))
 
     def describe(self) -> str:
         how = (f"p={self.switch_prob:g} per step" if self.switch_prob is not None

@@ -10,53 +10,26 @@ left-padded batch (`model.generate`, KV cache), `n` samples per prefix.
   generated token, the end-of-turn token included, and `meta["token_ids"]` those tokens (exact, for RL:
   no re-tokenization); `meta["prompt_tokens"]` is the prompt length. `finished` is False when
   `max_new_tokens` ran out before an end-of-turn token or a stop string. Stop strings are cut from the text.
+- Prefix caching (`prefix_cache=N`, the N most recent episodes; 0: off): each episode's KV cache is kept
+  between calls and the next step's prompt runs only its tokens after the longest common token prefix
+  (`proctor.agents.prefix_cache`); `meta["reused_prompt_tokens"]` says how many were reused. `reset` (a new
+  episode) drops the episode's entry. Models whose cache is not plain full attention turn it off (logged).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
+from proctor.agents.generation_utils import cut_at_stop, eos_token_ids, generation_end, sampled_logprobs
+from proctor.agents.prefix_cache import PrefixCache, reusable_cache
 from proctor.agents.prompting import PromptConfig, parse_output, render_prompt
 from proctor.agents.seeding import stable_seed
 
-
-def generation_end(tokens: Sequence[int], eos_ids: set[int], pad_id: int | None,
-                   max_new_tokens: int) -> tuple[int, bool]:
-    """`(n_tokens, finished)` for one row of `generate`'s new tokens.
-
-    The row ends after its first end-of-turn token (finished). Otherwise trailing pad tokens (put after a
-    row that stopped on a stop string) are not part of it, and it is finished iff it is shorter than
-    `max_new_tokens` (generation stopped before the budget ran out)."""
-    for i, tok in enumerate(tokens):
-        if tok in eos_ids:
-            return i + 1, True
-    end = len(tokens)
-    if pad_id is not None and pad_id not in eos_ids:
-        while end > 0 and tokens[end - 1] == pad_id:
-            end -= 1
-    return end, end < max_new_tokens
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """`text` up to (without) the earliest stop string, and whether one was found."""
-    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
-    return (text[: min(hits)], True) if hits else (text, False)
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """End-of-turn ids: the generation config's and tokenizer's EOS, and <|im_end|> when it is one token."""
-    ids: set[int] = set()
-    gen_eos = model.generation_config.eos_token_id
-    ids.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos] if gen_eos is not None else [])
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
-    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id:
-        ids.add(im_end)
-    return ids
+log = logging.getLogger(__name__)
 
 
 class HFAgent(Agent):
@@ -77,13 +50,15 @@ class HFAgent(Agent):
         device: Any = None,
         dtype: Any = None,
         logprobs: bool = True,
+        prefix_cache: int = 64,
     ):
         from proctor.models.loading import load, prepare_tokenizer, resolve_device
 
-        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or (batch_size is not None
-                                                                           and batch_size < 1):
+        if (temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or prefix_cache < 0
+                or (batch_size is not None and batch_size < 1)):
             raise ValueError(f"bad sampling settings: temperature={temperature} (>= 0), top_p={top_p} (0, 1], "
-                             f"max_new_tokens={max_new_tokens} (>= 1), batch_size={batch_size} (>= 1)")
+                             f"max_new_tokens={max_new_tokens} (>= 1), batch_size={batch_size} (>= 1), "
+                             f"prefix_cache={prefix_cache} (>= 0)")
         if isinstance(model_or_path, (str, os.PathLike)):
             self.model_name = str(model_or_path)
             self.model, self.tokenizer = load(model_or_path, dtype=dtype, device=device)
@@ -103,7 +78,9 @@ class HFAgent(Agent):
         self.seed = seed
         self.batch_size = batch_size
         self.logprobs = logprobs
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.eos_ids = set(eos_token_ids(self.model, self.tokenizer))
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self.prefix_cache = PrefixCache(prefix_cache) if prefix_cache else None
         self.name = f"hf:{os.path.basename(self.model_name.rstrip('/')) or self.model_name}"
 
     def describe(self) -> str:
@@ -125,16 +102,22 @@ class HFAgent(Agent):
             top_p=self.top_p if sample else None,
             top_k=self.top_k if sample else None,
             eos_token_id=sorted(self.eos_ids),
-            pad_token_id=self.tokenizer.pad_token_id,
+            pad_token_id=self.pad_id,
             stop_strings=self.stop or None,
             return_dict_in_generate=True,
             output_logits=self.logprobs,
         )
 
+    def reset(self, prefix: Prefix) -> None:
+        """A new episode starts: forget any cached state under its key (a rerun of the same episode)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.drop(_episode_key(prefix))
+
     def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         prompts = [render_prompt(self.tokenizer, p, self.prompt) for p in prefixes]
+        token_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         rows = [(i, j) for i in range(len(prefixes)) for j in range(n)]
         size = self.batch_size or max(len(rows), 1)
         out: list[list[Candidate]] = [[] for _ in prefixes]
@@ -142,45 +125,73 @@ class HFAgent(Agent):
             chunk = rows[start:start + size]
             keys = [(prefixes[i].env, prefixes[i].task_id, prefixes[i].sample, prefixes[i].step_index,
                      prefixes[i].seed, j) for i, j in chunk]
-            for (i, _), cand in zip(chunk, self._generate([prompts[i] for i, _ in chunk], keys), strict=True):
+            episodes = [_episode_key(prefixes[i]) for i, _ in chunk]
+            cands = self._generate([token_ids[i] for i, _ in chunk], keys, episodes)
+            for (i, _), cand in zip(chunk, cands, strict=True):
                 out[i].append(cand)
         return out
 
-    def _generate(self, prompts: list[str], keys: list[tuple]) -> list[Candidate]:
+    def _generate(self, rows: list[list[int]], keys: list[tuple], episodes: list[tuple]) -> list[Candidate]:
+        """Candidates for the prompts `rows` (token ids) in one left-padded `generate` call. `keys` (task,
+        sample, step, seed, sample index) seed the call; `episodes` are the rows' prefix-cache keys."""
         import torch
 
+        if min(len(ids) for ids in rows) == 0:
+            raise AgentError(f"{self.name}: a prompt rendered to no tokens")
         device = self.model.device
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
-                             add_special_tokens=False).to(device)
-        prompt_len = enc["input_ids"].shape[1]
+        width = max(len(ids) for ids in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, ids in enumerate(rows):
+            input_ids[b, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention[b, width - len(ids):] = 1
+        past, reused = self.prefix_cache.past(episodes, rows) if self.prefix_cache is not None else (None, 0)
         devices = [device.index or 0] if device.type == "cuda" else []
         batch_seed = stable_seed(self.seed, keys) if self.seed is not None else int(torch.randint(0, 2**62, (1,)))
         try:
             with torch.random.fork_rng(devices=devices), torch.inference_mode():
                 torch.manual_seed(batch_seed)
-                out = self.model.generate(**enc, generation_config=self.generation_config(),
+                out = self.model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
+                                          past_key_values=past, generation_config=self.generation_config(),
                                           tokenizer=self.tokenizer)
         except torch.OutOfMemoryError as e:
-            raise AgentError(f"{self.name}: out of memory generating for {len(prompts)} rows of up to "
-                             f"{prompt_len} prompt tokens; set batch_size lower") from e
-        new = out.sequences[:, prompt_len:]
-        logprobs = None
-        if self.logprobs:
-            # one generated position at a time, so the peak memory is rows x vocab, not rows x tokens x vocab
-            logprobs = torch.stack([
-                torch.log_softmax(step_logits.float(), dim=-1).gather(-1, new[:, i:i + 1]).squeeze(-1)
-                for i, step_logits in enumerate(out.logits)
-            ], dim=1).cpu()
-        new = new.cpu().tolist()
+            raise AgentError(f"{self.name}: out of memory generating for {len(rows)} rows of up to "
+                             f"{width} prompt tokens; set batch_size lower") from e
+        new = out.sequences[:, width:]
+        logprobs = sampled_logprobs(out.logits, new)[0] if self.logprobs else None
+        self._keep_prefixes(out, rows, episodes)
         cands = []
-        for r, tokens in enumerate(new):
-            end, finished = generation_end(tokens, self.eos_ids, self.tokenizer.pad_token_id,
-                                           self.max_new_tokens)
+        for r, tokens in enumerate(new.cpu().tolist()):
+            end, finished = generation_end(tokens, self.eos_ids, self.pad_id, self.max_new_tokens)
             text = self.tokenizer.decode(tokens[:end], skip_special_tokens=True)
             text, stopped = cut_at_stop(text, self.stop)
             cand = parse_output(text, self.prompt)
             cand.finished = finished or stopped
-            cand.logprobs = logprobs[r, :end].tolist() if logprobs is not None else None
-            cand.meta.update(token_ids=tokens[:end], prompt_tokens=int(enc["attention_mask"][r].sum()))
+            cand.logprobs = logprobs[r][:end] if logprobs is not None else None
+            cand.meta.update(token_ids=tokens[:end], prompt_tokens=len(rows[r]), reused_prompt_tokens=max(
+                0, reused - (width - len(rows[r]))))
             cands.append(cand)
         return cands
+
+    def _keep_prefixes(self, out: Any, rows: list[list[int]], episodes: list[tuple]) -> None:
+        """Put each episode's processed tokens (prompt, then generated) and their KV states in the prefix cache;
+        of several samples of one prefix, the first one's."""
+        if self.prefix_cache is None:
+            return
+        if not reusable_cache(out.past_key_values):
+            log.warning("%s: the model's KV cache (%s) cannot be reused across calls; prefix caching is off",
+                        self.name, type(out.past_key_values).__name__)
+            self.prefix_cache = None
+            return
+        width = max(len(ids) for ids in rows)
+        sequences = out.sequences.cpu().tolist()
+        kept = set()
+        for b, (ids, episode) in enumerate(zip(rows, episodes, strict=True)):
+            if episode not in kept:
+                kept.add(episode)
+                pad = width - len(ids)
+                self.prefix_cache.store(episode, sequences[b][pad:], out.past_key_values, b, pad)
+
+
+def _episode_key(prefix: Prefix) -> tuple:
+    return prefix.env, prefix.task_id, prefix.sample, prefix.seed

@@ -17,6 +17,7 @@ from proctor.cli import targets_cmd  # noqa: E402,F401
 from proctor.cli import serve_cmd  # noqa: E402,F401
 from proctor.cli import rollout_cmd  # noqa: E402,F401
 from proctor.cli import prm_cmd  # noqa: E402,F401
+from proctor.cli import quickstart_cmd  # noqa: E402,F401
 
 
 def main() -> None:

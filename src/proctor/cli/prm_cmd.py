@@ -70,3 +70,33 @@ def serve(
 
     scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
     uvicorn.run(make_app(scorer), host=host, port=port)
+
+
+@prm_app.command("eval")
+def evaluate(
+    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="PRM folder")],
+    processbench: Annotated[list[Path], typer.Option(
+        exists=True, dir_okay=False, help="ProcessBench JSON file (repeatable), e.g. gsm8k.json")],
+    threshold: Annotated[float, typer.Option(help="a step scored below this is predicted wrong")] = 0.5,
+    limit: Annotated[int | None, typer.Option(
+        help="evaluate N solutions per file, with the file's mix of erroneous and correct ones")] = None,
+    batch_size: Annotated[int, typer.Option()] = 8,
+    output: Annotated[Path | None, typer.Option(help="also write the JSON report (with predictions) here")] = None,
+) -> None:
+    """ProcessBench protocol: predict each solution's first wrong step, report accuracy on erroneous and on
+    correct solutions and their harmonic mean (F1) per file: a table on stderr, the JSON on stdout."""
+    from rich.console import Console
+
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.processbench import evaluate_file, report, results_table
+    from proctor.prm.scoring import PRMScorer
+
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+    results = [evaluate_file(scorer, f, threshold, limit) for f in processbench]
+    Console(stderr=True).print(results_table(results))
+    summary = {"model": str(model), **report(results)}
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        detail = {r.name: {"ids": r.ids, "labels": r.labels, "predicted": r.predicted} for r in results}
+        output.write_text(json.dumps({**summary, "predictions": detail}, indent=2))
+    typer.echo(json.dumps(summary))

@@ -6,8 +6,14 @@ Example:
     tokenization: {mode: marked, max_length: 2048}
     loss: bce
     data: {train: data/steps.jsonl, format: stepwise, eval: data/eval.jsonl}
+    packing: true
     training: {output_dir: runs/prm, num_train_epochs: 1, learning_rate: 1.0e-5, report_to: none}
 
+`loss` names an objective of `proctor.prm.objectives` (its head and its data kind). Data formats:
+`stepwise`, `math_shepherd`, `prm800k`, `processbench` (files of examples), `pairs` (preference pairs,
+`records.PairExample` JSON/JSONL), `trajectories` (a TrajectoryStore whose steps hold `data.target`) and
+`targets` (the `targets.parquet` of `proctor targets`, read with the trajectories in `data.trajectories`).
+`packing` puts several examples in one row (`tokenize.pack`, attention kept within each example).
 `training` is passed to `transformers.TrainingArguments` as is (checkpointing, resume, logging, report_to).
 """
 
@@ -20,17 +26,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proctor.prm.heads import HeadKind
+from proctor.prm.objectives import OBJECTIVES
 from proctor.prm.tokenize import TokenizeConfig
 
-LossName = Literal["bce", "mse", "progress_sum", "ce", "soft_ce"]
+LossName = Literal["bce", "mse", "progress_sum", "ce", "soft_ce", "bradley_terry", "td_bce"]
 #: which head each loss trains (ALGORITHMS.md §7)
-LOSS_HEADS: dict[str, tuple[str, ...]] = {
-    "bce": ("scalar",),
-    "mse": ("scalar",),
-    "progress_sum": ("scalar",),
-    "ce": ("classification", "reward_tokens"),
-    "soft_ce": ("classification", "reward_tokens"),
-}
+LOSS_HEADS: dict[str, tuple[str, ...]] = {name: o.heads for name, o in OBJECTIVES.items()}
 
 
 class _Strict(BaseModel):
@@ -50,16 +51,29 @@ class ModelSection(_Strict):
 class DataSection(_Strict):
     train: str
     eval: str | None = None
-    format: Literal["stepwise", "math_shepherd", "prm800k", "processbench", "trajectories"] = "stepwise"
+    format: Literal[
+        "stepwise", "math_shepherd", "prm800k", "processbench", "trajectories", "pairs", "targets"
+    ] = "stepwise"
     target: str | None = Field(default=None, description="trajectories: the Step.targets key to learn")
     allow_missing_targets: bool = False
+    trajectories: list[str] = Field(
+        default_factory=list, description="targets: the trajectory stores / Parquet files the records name"
+    )
+    score_at: Literal["action", "state"] = Field(
+        default="action",
+        description="trajectories/targets: read the score after each action (PRM, Q) or at the end of each "
+        "state (a value model V(s))",
+    )
 
 
 class PRMTrainConfig(_Strict):
     model: ModelSection
     tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig)
     loss: LossName = "bce"
+    gamma: float = Field(default=0.95, ge=0.0, le=1.0, description="td_bce: discount of Q(s', a')")
     data: DataSection
+    packing: bool = False
+    pack_width: int | None = Field(default=None, gt=0, description="packed row length (default: longest)")
     training: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
 
@@ -70,8 +84,21 @@ class PRMTrainConfig(_Strict):
                 f"loss {self.loss!r} trains a {' or '.join(LOSS_HEADS[self.loss])} head, "
                 f"not {self.model.head!r}"
             )
-        if self.data.format == "trajectories" and not self.data.target:
+        fmt, pairs = self.data.format, OBJECTIVES[self.loss].data == "pairs"
+        if fmt == "trajectories" and not self.data.target and self.loss != "progress_sum":
             raise ValueError("data.format 'trajectories' needs data.target (the Step.targets key)")
+        if pairs and fmt not in ("pairs", "targets"):
+            raise ValueError(f"loss {self.loss!r} reads preference pairs: data.format 'pairs' or 'targets'")
+        if fmt == "pairs" and not pairs:
+            raise ValueError(
+                f"data.format 'pairs' holds preference pairs, which loss {self.loss!r} cannot use"
+            )
+        if fmt == "targets" and not self.data.trajectories:
+            raise ValueError("data.format 'targets' needs data.trajectories (the stores the records name)")
+        if self.data.score_at == "state" and fmt not in ("trajectories", "targets"):
+            raise ValueError(
+                "data.score_at 'state' renders trajectories: data.format 'trajectories'/'targets'"
+            )
         if "output_dir" not in self.training:
             raise ValueError("training.output_dir is required")
         return self

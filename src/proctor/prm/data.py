@@ -282,9 +282,17 @@ def _marked_chat(
     return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
 
 
+#: how a PRM sees a trajectory: the whole history, and no admissible-action lists (the renderer shows them
+#: only in the current turn, so with them a prefix's text would not be a prefix of the trajectory's text)
+PRM_PROMPT = PromptConfig(history=None, show_admissible=False)
+
+
 def _check_cfg(cfg: PromptConfig) -> None:
     if cfg.history is not None:
         raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
+    if cfg.show_admissible:
+        raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with "
+                        "show_admissible=False (admissible actions are shown only in the current turn)")
 
 
 def render_trajectory(
@@ -297,7 +305,7 @@ def render_trajectory(
     """A trajectory as one stepwise example: the chat text up to the first action is the prompt, and step
     k is the text from the end of step k−1's marker through action k (the observations in between
     included), so `prompt + Σ (step + marker)` is the chat-template text of the whole trajectory."""
-    cfg = cfg or PromptConfig()
+    cfg = cfg or PRM_PROMPT
     _check_cfg(cfg)
     if not traj.steps:
         raise DataError(f"trajectory {traj.id}: has no steps")
@@ -333,7 +341,7 @@ def render_candidates(
     """The shared text of a state (history with its markers, ending with the assistant prompt) and, per
     candidate action, the suffix `formatted action + marker`: prefix + suffix is exactly the text
     `render_trajectory` gives a trajectory that took that action."""
-    cfg = cfg or PromptConfig()
+    cfg = cfg or PRM_PROMPT
     _check_cfg(cfg)
     shared = _marked_chat(tokenizer, prefix, cfg, marker, generation_prompt=True)
     return shared, [format_action(a, None, cfg) + marker for a in actions]

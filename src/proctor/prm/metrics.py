@@ -70,15 +70,23 @@ def first_error_accuracy(predicted: Sequence[int], true: Sequence[int]) -> float
     return float(np.mean(p == t))
 
 
-def processbench_f1(predicted: Sequence[int], true: Sequence[int]) -> dict[str, float]:
+def processbench_f1(
+    predicted: Sequence[int], true: Sequence[int], partial: bool = False
+) -> dict[str, float | None]:
     """ProcessBench: acc_error = accuracy on solutions with a wrong step (exact index), acc_correct =
-    accuracy on fully correct ones (predicting -1), F1 = 2·acc_error·acc_correct / (acc_error + acc_correct)."""
+    accuracy on fully correct ones (predicting -1), F1 = 2·acc_error·acc_correct / (acc_error + acc_correct).
+
+    Both kinds of solution must be present; with `partial`, the accuracy of an absent kind and F1 are None."""
     p, t = np.asarray(predicted), np.asarray(true)
-    if p.shape != t.shape:
-        raise ValueError("need equal-length first-error lists")
+    if p.shape != t.shape or p.ndim != 1:
+        raise ValueError("need equal-length 1-d first-error lists")
     err, cor = t != -1, t == -1
-    if not err.any() or not cor.any():
+    if not partial and (not err.any() or not cor.any()):
         raise ValueError("ProcessBench F1 needs both erroneous and fully correct solutions")
-    acc_err, acc_cor = float(np.mean(p[err] == t[err])), float(np.mean(p[cor] == -1))
-    f1 = 0.0 if acc_err + acc_cor == 0 else 2 * acc_err * acc_cor / (acc_err + acc_cor)
+    acc_err = float(np.mean(p[err] == t[err])) if err.any() else None
+    acc_cor = float(np.mean(p[cor] == -1)) if cor.any() else None
+    if acc_err is None or acc_cor is None:
+        f1 = None
+    else:
+        f1 = 0.0 if acc_err + acc_cor == 0 else 2 * acc_err * acc_cor / (acc_err + acc_cor)
     return {"acc_error": acc_err, "acc_correct": acc_cor, "f1": f1}

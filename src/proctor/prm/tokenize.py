@@ -165,21 +165,27 @@ class TokenizeConfig(BaseModel):
 
 
 def collate(features: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad a batch: input_ids with `pad_token_id`, labels with -100, masks with 0."""
+    """Right-pad a batch: input_ids with `pad_token_id`, labels with -100, masks with 0; `sequence_ids` [B, L]
+    holds the index of the feature each token belongs to (its row here), -1 on padding."""
     width = max(len(f["input_ids"]) for f in features)
 
     def pad(key: str, value: float, dtype: torch.dtype) -> torch.Tensor:
         return torch.tensor([list(f[key]) + [value] * (width - len(f[key])) for f in features], dtype=dtype)
 
+    lengths = [len(f["input_ids"]) for f in features]
     batch = {
         "input_ids": pad("input_ids", pad_token_id, torch.long),
-        "attention_mask": torch.tensor(
-            [[1] * len(f["input_ids"]) + [0] * (width - len(f["input_ids"])) for f in features],
-            dtype=torch.long,
-        ),
+        "attention_mask": torch.tensor([[1] * n + [0] * (width - n) for n in lengths], dtype=torch.long),
         "labels": pad("labels", IGNORE, torch.float),
         "step_mask": pad("step_mask", 0, torch.bool),
+        "sequence_ids": torch.tensor([[i] * n + [-1] * (width - n) for i, n in enumerate(lengths)]),
     }
+    return _with_outcome(batch, features)
+
+
+def _with_outcome(
+    batch: dict[str, torch.Tensor], features: Sequence[dict[str, Any]]
+) -> dict[str, torch.Tensor]:
     if any("outcome" in f for f in features):
         missing = [i for i, f in enumerate(features) if "outcome" not in f]
         if missing:
@@ -188,11 +194,82 @@ def collate(features: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, 
     return batch
 
 
+def pack_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """First-fit-decreasing bin packing: the feature indices of each row, every row ≤ `width` tokens."""
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda k: (-lengths[k], k)):
+        if lengths[i] > width:
+            raise ValueError(f"feature {i} has {lengths[i]} tokens, more than the packing width {width}")
+        slot = next((r for r, room in enumerate(free) if room >= lengths[i]), None)
+        if slot is None:
+            rows.append([])
+            free.append(width)
+            slot = len(rows) - 1
+        rows[slot].append(i)
+        free[slot] -= lengths[i]
+    return rows
+
+
+def pack(
+    features: Sequence[dict[str, Any]], pad_token_id: int, width: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Pack several features per row (`pack_rows`; rows are `width` tokens, or the longest feature if that is
+    longer) with NO attention mask and `position_ids` restarting at 0 for every feature (and for the padding
+    tail of a row).
+
+    transformers (sdpa, eager, flash-attention) reads restarting `position_ids` without an attention mask as
+    packed sequences and keeps attention within each (masking_utils.find_packed_sequence_indices), so each
+    feature is computed exactly as on its own, without the padding of `collate`. `sequence_ids` [R, W] holds
+    the feature index of each token (-1 on padding); `outcome` stays in feature order."""
+    lengths = [len(f["input_ids"]) for f in features]
+    width = max(max(lengths), width or 0)
+    rows = pack_rows(lengths, width)
+    shape = (len(rows), width)
+    ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    pos = torch.zeros(shape, dtype=torch.long)
+    labels = torch.full(shape, float(IGNORE))
+    steps = torch.zeros(shape, dtype=torch.bool)
+    seq = torch.full(shape, -1, dtype=torch.long)
+    for r, members in enumerate(rows):
+        start = 0
+        for i in members:
+            f, n = features[i], lengths[i]
+            span = slice(start, start + n)
+            ids[r, span] = torch.tensor(list(f["input_ids"]))
+            labels[r, span] = torch.tensor(list(f["labels"]), dtype=torch.float)
+            steps[r, span] = torch.tensor(list(f["step_mask"]), dtype=torch.bool)
+            pos[r, span] = torch.arange(n)
+            seq[r, span] = i
+            start += n
+        pos[r, start:] = torch.arange(width - start)
+    batch = {"input_ids": ids, "position_ids": pos, "labels": labels, "step_mask": steps, "sequence_ids": seq}
+    return _with_outcome(batch, features)
+
+
+def flatten_pairs(features: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pair items `{"chosen": f, "rejected": f}` become the features [c_0, r_0, c_1, r_1, ...]; plain features
+    pass through (a batch must not mix the two)."""
+    paired = ["chosen" in f for f in features]
+    if not any(paired):
+        return list(features)
+    if not all(paired):
+        raise ValueError("a batch mixes preference pairs and single examples")
+    return [g for f in features for g in (f["chosen"], f["rejected"])]
+
+
 @dataclass
 class PRMCollator:
-    """A `data_collator` for the HF Trainer (see `collate`)."""
+    """A `data_collator` for the HF Trainer: `collate` (padding), or `pack` when `packing` (several
+    features per row, `pack_width` tokens per row, default the longest in the batch). Preference pairs are
+    flattened first (`flatten_pairs`)."""
 
     pad_token_id: int
+    packing: bool = False
+    pack_width: int | None = None
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        return collate(features, self.pad_token_id)
+        flat = flatten_pairs(features)
+        if self.packing:
+            return pack(flat, self.pad_token_id, self.pack_width)
+        return collate(flat, self.pad_token_id)

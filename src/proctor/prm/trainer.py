@@ -1,7 +1,8 @@
 """PRM training on the HF `Trainer` (checkpointing, resume, logging/report_to, Accelerate/DDP for free).
 
-`PRMTrainer.compute_loss` runs the PRM once per batch and applies the configured loss (`prm_loss`) at the
-labelled step positions. Checkpoints hold the full PRM state (`prm_state.safetensors`, LoRA adapters
+`PRMTrainer.compute_loss` runs the PRM once per batch (padded, or packed with `packing`) and applies the
+configured objective (`proctor.prm.objectives`: pointwise step losses, Bradley–Terry pairs, SPA progress sum,
+inverse-PRM TD difference). Checkpoints hold the full PRM state (`prm_state.safetensors`, LoRA adapters
 unmerged) so `resume_from_checkpoint` continues exactly; the final model is saved with
 `ProcessRewardModel.save_pretrained` (an HF folder + `prm_config.json`).
 """
@@ -15,42 +16,47 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from proctor.prm import losses
 from proctor.prm.config import PRMTrainConfig
-from proctor.prm.data import StepwiseExample, from_trajectories, load_examples
+from proctor.prm.data import DataError, StepwiseExample, from_trajectories, load_examples
 from proctor.prm.model import ProcessRewardModel
-from proctor.prm.tokenize import IGNORE, PRMCollator
+from proctor.prm.objectives import objective
+from proctor.prm.records import (
+    PairExample,
+    examples_from_records,
+    load_trajectory_index,
+    read_pairs,
+    read_targets,
+    trajectory_rows,
+)
+from proctor.prm.tokenize import PRMCollator, TokenizationError
+
+#: the `targets.parquet` record kind each objective's data kind reads
+RECORD_KINDS = {"steps": "step", "pairs": "preference", "progress": "progress", "transitions": "transition"}
 
 
-def prm_loss(name: str, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The named loss (config.LossName) of per-token head logits against a collated batch."""
-    if name == "progress_sum":
-        if "outcome" not in batch:
-            raise ValueError("loss 'progress_sum' needs an 'outcome' per example (StepwiseExample.outcome)")
-        return losses.progress_sum_loss(logits.float(), batch["step_mask"], batch["outcome"])
-    labelled = batch["labels"] != IGNORE
-    z, y = logits[labelled].float(), batch["labels"][labelled]
-    if name == "bce":
-        return losses.soft_bce_loss(z, y)
-    if name == "mse":
-        return losses.mse_loss(z, y)
-    if name == "ce":
-        return losses.cross_entropy_loss(z, y)
-    if name == "soft_ce":
-        return losses.soft_cross_entropy_loss(z, y)
-    raise ValueError(f"unknown PRM loss {name!r}")
+def prm_loss(
+    name: str, logits: torch.Tensor, batch: dict[str, torch.Tensor], gamma: float = 0.95
+) -> torch.Tensor:
+    """The named objective's loss (config.LossName) of per-token head logits against a collated batch;
+    `gamma` is the td_bce discount."""
+    return objective(name).loss(logits, batch, gamma)
 
 
 class PRMTrainer(Trainer):
-    """`transformers.Trainer` for a `ProcessRewardModel` with one of proctor's PRM losses."""
+    """`transformers.Trainer` for a `ProcessRewardModel` with one of proctor's PRM objectives."""
 
-    def __init__(self, *args: Any, loss_name: str = "bce", **kwargs: Any):
+    def __init__(self, *args: Any, loss_name: str = "bce", gamma: float = 0.95, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.loss_name = loss_name
+        self.gamma = gamma
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        out = model(inputs["input_ids"], attention_mask=inputs["attention_mask"])
-        loss = prm_loss(self.loss_name, out.logits, inputs)
+        out = model(
+            inputs["input_ids"],
+            attention_mask=inputs.get("attention_mask"),
+            position_ids=inputs.get("position_ids"),
+        )
+        loss = prm_loss(self.loss_name, out.logits, inputs, self.gamma)
         return (loss, out) if return_outputs else loss
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -68,19 +74,56 @@ class PRMTrainer(Trainer):
         (model or self.model).load_checkpoint(resume_from_checkpoint)
 
 
-def load_training_examples(cfg: PRMTrainConfig, path: str, tokenizer: Any) -> list[StepwiseExample]:
-    if cfg.data.format != "trajectories":
-        return load_examples(path, cfg.data.format)
+def load_training_examples(
+    cfg: PRMTrainConfig, path: str, tokenizer: Any
+) -> list[StepwiseExample] | list[PairExample]:
+    """The examples of one data file as `cfg.data` describes (see `config`)."""
+    data, marker = cfg.data, cfg.tokenization.marker
+    if data.format == "pairs":
+        return read_pairs(path)
+    if data.format == "targets":
+        rows = read_targets(path)
+        want = RECORD_KINDS[objective(cfg.loss).data]
+        kinds = sorted({str(r.get("kind")) for r in rows})
+        if kinds != [want]:
+            raise DataError(f"{path}: holds {kinds} records; loss {cfg.loss!r} reads {want!r} records")
+        index = load_trajectory_index(data.trajectories)
+        return examples_from_records(tokenizer, rows, index, marker, score_at=data.score_at)
+    if data.format != "trajectories":
+        return load_examples(path, data.format)
     from proctor.trajectory import TrajectoryStore
 
     trajs = TrajectoryStore.open(path).load()
-    return from_trajectories(
-        tokenizer,
-        trajs,
-        cfg.data.target,
-        marker=cfg.tokenization.marker,
-        allow_missing=cfg.data.allow_missing_targets,
-    )
+    if data.score_at == "action" and data.target:
+        return from_trajectories(
+            tokenizer, trajs, data.target, marker=marker, allow_missing=data.allow_missing_targets
+        )
+    rows = trajectory_rows(trajs, data.target, data.allow_missing_targets)
+    return examples_from_records(tokenizer, rows, {t.id: t for t in trajs}, marker, score_at=data.score_at)
+
+
+def tokenize_examples(
+    prm: ProcessRewardModel,
+    examples: list[StepwiseExample] | list[PairExample],
+    loss: str,
+    is_eval: bool = False,
+) -> list[dict[str, Any]]:
+    """Features for the Trainer: one per example, `{"chosen", "rejected"}` per pair. The td_bce objective
+    needs every step of an example (its last step is terminal), so truncating one is an error there."""
+    out = []
+    for ex in examples:
+        if isinstance(ex, PairExample):
+            chosen, rejected = ex.branches()
+            out.append({"chosen": prm.tokenize(chosen, is_eval), "rejected": prm.tokenize(rejected, is_eval)})
+            continue
+        f = prm.tokenize(ex, is_eval)
+        if loss == "td_bce" and sum(f["step_mask"]) != ex.num_steps:
+            raise TokenizationError(
+                f"example {ex.id!r}: truncation cut {ex.num_steps - sum(f['step_mask'])} of its steps, which "
+                f"would turn its last transition terminal (raise tokenization.max_length)"
+            )
+        out.append(f)
+    return out
 
 
 def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
@@ -91,7 +134,7 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
     prm = ProcessRewardModel.build(
         m.backbone,
         m.head,
-        sigmoid=cfg.loss == "bce",
+        sigmoid=objective(cfg.loss).sigmoid,
         tokenization=cfg.tokenization,
         reward_tokens=m.reward_tokens,
         dtype=m.dtype,
@@ -99,15 +142,14 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         gradient_checkpointing=m.gradient_checkpointing,
         trust_remote_code=m.trust_remote_code,
     )
-    train = [prm.tokenize(ex) for ex in load_training_examples(cfg, cfg.data.train, prm.tokenizer)]
+    train = tokenize_examples(prm, load_training_examples(cfg, cfg.data.train, prm.tokenizer), cfg.loss)
     evals = None
     if cfg.data.eval:
-        evals = [
-            prm.tokenize(ex, is_eval=True) for ex in load_training_examples(cfg, cfg.data.eval, prm.tokenizer)
-        ]
-    args = TrainingArguments(
-        **{"report_to": "none", "seed": cfg.seed, **cfg.training, "remove_unused_columns": False}
-    )
+        evals = tokenize_examples(
+            prm, load_training_examples(cfg, cfg.data.eval, prm.tokenizer), cfg.loss, is_eval=True
+        )
+    defaults = {"report_to": "none", "seed": cfg.seed, "ddp_find_unused_parameters": False}
+    args = TrainingArguments(**{**defaults, **cfg.training, "remove_unused_columns": False})
     if prm.tokenizer.pad_token_id is None:
         raise ValueError(f"tokenizer of {m.backbone!r} has no pad token")
     trainer = PRMTrainer(
@@ -115,8 +157,9 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         args=args,
         train_dataset=train,
         eval_dataset=evals,
-        data_collator=PRMCollator(prm.tokenizer.pad_token_id),
+        data_collator=PRMCollator(prm.tokenizer.pad_token_id, cfg.packing, cfg.pack_width),
         loss_name=cfg.loss,
+        gamma=cfg.gamma,
     )
     return prm, trainer
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from proctor.agents.generation_utils import eos_token_ids, find_stop, first_eos, sampled_logprobs
+
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"
 
@@ -70,16 +72,6 @@ class GenerationResult:
     prompt_tokens: list[int]
 
 
-def find_stop(text: str, stops: Sequence[str]) -> tuple[int, int] | None:
-    """(start, end) of the earliest stop-string occurrence in `text` (the longest one on ties), or None."""
-    best: tuple[int, int] | None = None
-    for stop in stops:
-        i = text.find(stop)
-        if i >= 0 and (best is None or i < best[0] or (i == best[0] and i + len(stop) > best[1])):
-            best = (i, i + len(stop))
-    return best
-
-
 def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     """The text each token adds to the decoded output (special tokens add ""); the pieces join to the text.
 
@@ -112,24 +104,6 @@ def finish_sample(pieces: list[str], hit_eos: bool, stops: Sequence[str]) -> tup
     return text, FINISH_STOP if hit_eos else FINISH_LENGTH, len(pieces)
 
 
-def sampled_logprobs(
-    logits: Sequence[torch.Tensor], tokens: torch.Tensor, k: int
-) -> tuple[list[list[float]], list[list[list[tuple[int, float]]]]]:
-    """Per row b of a generated batch: log p(y_t) = log_softmax(z_t)[y_t] for every step t, from the raw
-    logits `logits[t]` (batch x vocab) and the sampled `tokens` (batch x steps); and the `k` most likely
-    (token id, log-probability) pairs of every step (k = 0: empty lists)."""
-    chosen: list[list[float]] = [[] for _ in range(tokens.shape[0])]
-    top: list[list[list[tuple[int, float]]]] = [[] for _ in range(tokens.shape[0])]
-    for t, step_logits in enumerate(logits):
-        logp = torch.log_softmax(step_logits.float(), dim=-1)
-        picked = logp.gather(1, tokens[:, t : t + 1].to(logp.device)).squeeze(1).tolist()
-        values, ids = logp.topk(k, dim=-1)
-        for b, (row_ids, row_values) in enumerate(zip(ids.tolist(), values.tolist(), strict=True)):
-            chosen[b].append(picked[b])
-            top[b].append(list(zip(row_ids, row_values, strict=True)))
-    return chosen, top
-
-
 class Generator:
     """Batched OpenAI-style sampling from a causal LM and its (left-padded) tokenizer; thread-safe."""
 
@@ -140,13 +114,9 @@ class Generator:
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
         self._lock = threading.Lock()
-        eos = model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        if tokenizer.eos_token_id is not None:
-            eos_ids.add(tokenizer.eos_token_id)
-        if not eos_ids:
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        if not self.eos_ids:
             raise ValueError("the model has no EOS token id (generation_config.eos_token_id, tokenizer.eos_token)")
-        self.eos_ids = sorted(eos_ids)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
     @classmethod
@@ -229,7 +199,7 @@ class Generator:
         top: list[list[list[tuple[int, float]]]],
         params: SamplingParams,
     ) -> Completion:
-        eos_at = next((i for i, tok in enumerate(tokens) if tok in self.eos_ids), None)
+        eos_at = first_eos(tokens, self.eos_ids)
         ids = tokens if eos_at is None else tokens[: eos_at + 1]
         pieces = token_pieces(self.tokenizer, ids)
         text, reason, generated = finish_sample(pieces, eos_at is not None, params.stop)
