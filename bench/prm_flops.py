@@ -14,8 +14,10 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -84,7 +86,8 @@ def main() -> None:
         }
     )
     prm, trainer = build_trainer(cfg)
-    result = trainer.train()
+    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; stdout is the JSON
+        result = trainer.train()
     lengths = [len(f["input_ids"]) for f in trainer.train_dataset]
     tokens = sum(lengths[: args.steps * args.batch])
     context = sum(lengths) / len(lengths)

@@ -8,6 +8,8 @@ with `--system-site-packages` and `pip install --no-deps`, so it runs on this ma
 transformers. Same data (the `arithmetic` env's noisy solver, ground-truth step labels), same tiny model,
 same tokenization (proctor's TRL mode reproduces TRL's tokenize_row, checked here by the token counts),
 same batch size, learning rate and epochs; the two-class token-classification head with cross-entropy.
+TRL's PRMConfig defaults to gradient checkpointing and bf16 autocast; both are turned off so that both
+trainers run the same float32 computation.
 Prints one JSON object: non-pad training tokens/s of each run, the ratios to TRL, and the step accuracy of
 each trained PRM on held-out problems.
 """
@@ -15,6 +17,7 @@ each trained PRM on held-out problems.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -39,17 +42,20 @@ tok = AutoTokenizer.from_pretrained(a["model"])
 model = AutoModelForTokenClassification.from_pretrained(a["model"], num_labels=2, dtype=torch.float32)
 model.config.pad_token_id = tok.pad_token_id
 read = lambda p: Dataset.from_list([json.loads(line) for line in open(p)])
-args = PRMConfig(output_dir=a["out"], per_device_train_batch_size=a["batch"], per_device_eval_batch_size=a["batch"],
-                 num_train_epochs=a["epochs"], learning_rate=a["lr"], max_length=a["max_length"],
-                 step_separator="\n", use_cpu=True, report_to="none", save_strategy="no", logging_steps=50,
+args = PRMConfig(output_dir=a["out"], per_device_train_batch_size=a["batch"],
+                 per_device_eval_batch_size=a["batch"], num_train_epochs=a["epochs"], learning_rate=a["lr"],
+                 max_length=a["max_length"],
+                 step_separator="\n", use_cpu=True, gradient_checkpointing=False, bf16=False,
+                 report_to="none", save_strategy="no", logging_steps=50,
                  disable_tqdm=True, seed=a["seed"], dataloader_drop_last=False)
 trainer = PRMTrainer(model=model, args=args, train_dataset=read(a["train"]), eval_dataset=read(a["eval"]),
                      processing_class=tok)
 result = trainer.train()
 metrics = trainer.evaluate()
 tokens = sum(len(x) for x in trainer.train_dataset["input_ids"]) * a["epochs"]
-print("RESULT " + json.dumps({"trl_version": trl.__version__, "train_runtime_s": result.metrics["train_runtime"],
-                              "tokens": tokens, "eval_step_accuracy": metrics["eval_accuracy"],
+print("RESULT " + json.dumps({"trl_version": trl.__version__,
+                              "train_runtime_s": result.metrics["train_runtime"], "tokens": tokens,
+                              "eval_step_accuracy": metrics["eval_accuracy"],
                               "steps": result.global_step}))
 """
 
@@ -122,7 +128,8 @@ def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path)
         }
     )
     prm, trainer = build_trainer(cfg)
-    result = trainer.train()
+    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; stdout is the JSON
+        result = trainer.train()
     tokens = sum(len(f["input_ids"]) for f in trainer.train_dataset) * args.epochs
     scores = PRMScorer(prm.eval(), batch_size=args.batch).score_examples(evals)
     right = [

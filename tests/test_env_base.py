@@ -76,7 +76,7 @@ def test_clone_is_independent_and_equal(copyable):
 
 def test_replay_reproduces_state_and_rejects_overlong_prefix():
     env = Counter()
-    obs, info = env.replay("test-1", 0, ["up", "jump"])
+    obs, _ = env.replay("test-1", 0, ["up", "jump"])
     assert obs == "Nothing happens." and env.value == 1 and env.actions == ["up", "jump"]
     with pytest.raises(EnvError, match="ended after 2 of 3 actions"):
         env.replay("test-1", 0, ["up", "up", "up"])

@@ -12,7 +12,13 @@ import pytest
 from proctor.envs import make
 from proctor.envs.base import EnvError
 from proctor.envs.shop.reward import (
-    attribute_matches, category_match, option_matches, purchase_reward, shop_reward, title_score, type_reward,
+    attribute_matches,
+    category_match,
+    option_matches,
+    purchase_reward,
+    shop_reward,
+    title_score,
+    type_reward,
 )
 
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from proctor.trajectory import (
-    StoreError,
     Step,
+    StoreError,
     Trajectory,
     TrajectoryStore,
     dataset_to_trajectories,

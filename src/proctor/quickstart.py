@@ -1,6 +1,6 @@
 """`proctor quickstart`: one small, real AgentPRM loop on the built-in `household` env, offline, on a CPU.
 
-1. build a tiny Llama backbone with a locally trained tokenizer (`models.build_tiny`);
+1. build a tiny Llama backbone (64 wide, 2 layers by default) with a locally trained tokenizer (`models.build_tiny`);
 2. roll out a mixed policy (the oracle expert, with a random action instead at a rate ε per step) on
    train and test tasks, K samples per task (`rollout`);
 3. label every step with its Monte-Carlo Q, normalised to [0, 1] (`credit`, AgentPRM stage 1);
@@ -40,9 +40,11 @@ class QuickstartConfig:
     epsilon: float = 0.3
     max_steps: int = 20
     gamma: float = 0.95
-    prm_steps: int = 40
+    hidden_size: int = 64
+    layers: int = 2
+    prm_steps: int = 150
     prm_batch: int = 8
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-3
     seed: int = 0
 
 
@@ -99,7 +101,7 @@ def run_quickstart(out: str | os.PathLike, cfg: QuickstartConfig | None = None,
 
     model_dir = out / "tiny-model"
     if not (model_dir / "config.json").exists():
-        build_tiny(model_dir, seed=cfg.seed)
+        build_tiny(model_dir, hidden_size=cfg.hidden_size, layers=cfg.layers, seed=cfg.seed)
     report("model", model_dir)
 
     policy = mixed_policy(cfg.epsilon, cfg.seed)

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -238,7 +238,7 @@ class TrajectoryStore:
             os.close(self._writer_fd)
             self._writer_fd = None
 
-    def __enter__(self) -> TrajectoryStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -68,8 +68,8 @@ class Agent(ABC):
     def describe(self) -> str:
         return self.name
 
-    def reset(self, prefix: Prefix) -> None:  # noqa: B027  (optional hook)
+    def reset(self, prefix: Prefix) -> None:
         """Called when a new episode starts, for agents that keep per-episode state."""
 
-    def close(self) -> None:  # noqa: B027  (optional hook)
+    def close(self) -> None:
         """Release resources (models, HTTP clients)."""

@@ -12,12 +12,14 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-from proctor.cli import envs_cmd  # noqa: E402,F401
-from proctor.cli import targets_cmd  # noqa: E402,F401
-from proctor.cli import serve_cmd  # noqa: E402,F401
-from proctor.cli import rollout_cmd  # noqa: E402,F401
-from proctor.cli import prm_cmd  # noqa: E402,F401
-from proctor.cli import quickstart_cmd  # noqa: E402,F401
+from proctor.cli import (
+    envs_cmd,  # noqa: F401
+    prm_cmd,  # noqa: F401
+    quickstart_cmd,  # noqa: F401
+    rollout_cmd,  # noqa: F401
+    serve_cmd,  # noqa: F401
+    targets_cmd,  # noqa: F401
+)
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ def list_envs() -> None:
             env = entry.factory()()
             counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())
             env.close()
-        except Exception as e:  # an extra or its data missing: say which, keep listing
+        except Exception as e:  # noqa: BLE001 - an extra or its data missing: say which, keep listing
             counts = f"[yellow]unavailable: {e}[/yellow]"
         table.add_row(name, counts, entry.description)
     console.print(table)
@@ -43,7 +43,7 @@ def play(
     split: Annotated[str, typer.Option(help="task split")] = "test",
     task: Annotated[str, typer.Option(help="task id, or an index into the split")] = "0",
     seed: Annotated[int, typer.Option(help="episode seed")] = 0,
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Play one episode yourself: type actions at the prompt."""
     from proctor.envs import make

@@ -43,7 +43,7 @@ def quickstart(
     test_tasks: Annotated[int, typer.Option("--test-tasks", help="household test tasks")] = 8,
     samples: Annotated[int, typer.Option("--samples", help="rollouts per task (K)")] = 8,
     epsilon: Annotated[float, typer.Option("--epsilon", help="rate of random actions in the policy")] = 0.3,
-    prm_steps: Annotated[int, typer.Option("--prm-steps", help="PRM optimisation steps")] = 40,
+    prm_steps: Annotated[int, typer.Option("--prm-steps", help="PRM optimisation steps")] = 150,
     seed: Annotated[int, typer.Option("--seed")] = 0,
 ) -> None:
     """Build a tiny model, roll out a mixed policy on `household`, label steps with MC-Q, train and test a PRM."""

@@ -35,7 +35,7 @@ def rollout_cmd(
     temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
     prompt_format: Annotated[str | None, typer.Option("--prompt-format", help="agent prompt format")] = None,
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds before a worker env counts as hung")] = 60.0,
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006 - typer needs a literal default
     env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers your own envs)")] = None,
     summary_json: Annotated[Path | None, typer.Option("--summary-json", help="also write the summary here")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show the progress bar")] = True,

@@ -1,7 +1,11 @@
 """Text environments: the protocol (`TextEnv`), the registry (`make`), built-in envs and adapters."""
 
-from proctor.envs import arithmetic, household, twenty_questions  # noqa: F401  (registers built-ins)
-from proctor.envs import adapters  # noqa: F401
+from proctor.envs import (  # noqa: F401  (registers built-ins)
+    adapters,
+    arithmetic,
+    household,
+    twenty_questions,
+)
 from proctor.envs.base import SPLITS, EnvError, EnvSpec, TextEnv
 from proctor.envs.registry import entries, make, register, register_lazy
 

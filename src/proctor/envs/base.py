@@ -16,7 +16,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 
@@ -140,7 +140,7 @@ class TextEnv(ABC):
     def close(self) -> None:
         """Release external resources (processes, servers); pure-Python envs have none."""
 
-    def __enter__(self) -> TextEnv:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -24,7 +24,7 @@ DEFAULT_NUM_TASKS: dict[str, int] = {"test": 500, "valid": 1000, "train": 10587}
 
 def page_url(base_url: str, session_id: str, s: Session) -> str:
     """The URL of the page `s` is on (WebShop's routes; options as a dict literal)."""
-    q = lambda x: quote(str(x), safe="")  # noqa: E731
+    q = lambda x: quote(str(x), safe="")
     opts = q(repr(dict(s.options)))
     base = base_url.rstrip("/")
     if s.page == "init":

@@ -94,7 +94,7 @@ class RayEnvPool(HostedEnvPool):
         for w in list(self._actors):
             try:
                 self._ray.get(self._actors[w].close.remote(), timeout=10)
-            except Exception:  # noqa: S110 - best effort at shutdown; the actor is killed next
+            except Exception:  # noqa: BLE001, S110 - best effort at shutdown; the actor is killed next
                 pass
             self._ray.kill(self._actors.pop(w), no_restart=True)
         self._refs.clear()

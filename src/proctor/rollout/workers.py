@@ -90,12 +90,12 @@ def run_op(envs: dict[int, TextEnv], spec: EnvSpec, op: Op) -> Reply:
         else:
             raise ValueError(f"unknown env op {op.kind!r}")
         return Reply(op.slot, True, value, time.perf_counter() - start)
-    except Exception as e:  # the env's failure is the result; the caller records it
+    except Exception as e:  # noqa: BLE001 - the env's failure is the result; the caller records it
         broken = envs.pop(op.slot, None)
         if broken is not None:
             try:
                 broken.close()
-            except Exception:  # noqa: S110 - closing an env that already failed; its error is reported
+            except Exception:  # noqa: BLE001, S110 - closing an env that already failed; its error is reported
                 pass
         message = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"[-_MAX_ERROR_CHARS:]
         return Reply(op.slot, False, message, time.perf_counter() - start)
@@ -105,7 +105,7 @@ def close_envs(envs: dict[int, TextEnv]) -> None:
     for env in envs.values():
         try:
             env.close()
-        except Exception:  # noqa: S110 - best effort at shutdown
+        except Exception:  # noqa: BLE001, S110 - best effort at shutdown
             pass
     envs.clear()
 

@@ -8,7 +8,18 @@ from proctor.envs.base import SPLITS, TextEnv
 from proctor.envs.registry import register
 from proctor.envs.shop.catalog import Goal, make_catalog, make_goal
 from proctor.envs.shop.flow import transition
-from proctor.envs.shop.pages import BACK, BUY, NEXT, PREV, Element, Session, clickables, render, search, to_text
+from proctor.envs.shop.pages import (
+    BACK,
+    BUY,
+    NEXT,
+    PREV,
+    Element,
+    Session,
+    clickables,
+    render,
+    search,
+    to_text,
+)
 
 DEFAULT_NUM_TASKS: dict[str, int] = {"test": 200, "valid": 200, "train": 1000}
 

@@ -122,7 +122,7 @@ def to_html(elements: list[Element], title: str = "WebShop") -> str:
 class _Parser(HTMLParser):
     """Visible text of a WebShop page, classified the way WebShop agents read it."""
 
-    SKIP = {"script", "style", "head", "title", "meta"}
+    SKIP = frozenset({"script", "style", "head", "title", "meta"})
 
     def __init__(self) -> None:
         super().__init__()

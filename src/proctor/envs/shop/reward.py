@@ -40,7 +40,7 @@ def type_reward(query_match: bool, category_match: bool, title: float) -> float:
 
 def category_match(goal_category: str, bought_category: str) -> bool:
     """At least two levels of the "a › b › c" category paths in common."""
-    levels = lambda c: {_norm(x) for x in c.split("›")}  # noqa: E731
+    levels = lambda c: {_norm(x) for x in c.split("›")}
     return len(levels(goal_category) & levels(bought_category)) >= 2
 
 
