@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality_common import Start, complete, train_on_examples
+from quality_common import Start, add_training_args, complete, run_in_workdir, train_on_examples
 
 from proctor.agents.composite import MixtureAgent
 from proctor.agents.experts import ExpertAgent
@@ -179,29 +177,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--candidates", type=int, default=3, help="actions compared per test state")
     p.add_argument("--completions", type=int, default=8, help="rollouts per candidate for its MC-Q")
     p.add_argument("--margin", type=float, default=0.2, help="min MC-Q difference (0..1 scale) of a test pair")
-    p.add_argument("--backbone", type=Path, default=None, help="an existing model folder (default: build one)")
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--max-steps", type=int, default=600)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--work", type=Path, default=None, help="keep models and data here (default: a temp dir)")
-    p.add_argument("--progress", action="store_true", help="show rollout progress bars")
+    add_training_args(p)
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse(argv)
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-        result = run(args, args.work)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            result = run(args, Path(tmp))
-    print(json.dumps(result, indent=2))
-    return result
+    return run_in_workdir(run, parse(argv))
 
 
 if __name__ == "__main__":

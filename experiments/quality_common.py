@@ -10,9 +10,12 @@ each; the env is replayed with the source's seed.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,3 +149,30 @@ def train_on_examples(examples: Sequence[StepwiseExample], backbone: str | Path,
     prm, result, _ = train_prm(cfg)
     return prm, {"train_loss": result.training_loss, "steps": result.global_step,
                  "seconds": round(time.perf_counter() - start, 1)}
+
+
+def add_training_args(p: argparse.ArgumentParser) -> None:
+    """The backbone, PRM training and run options both experiments take."""
+    p.add_argument("--backbone", type=Path, default=None, help="an existing model folder (default: build one)")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--max-steps", type=int, default=600)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--work", type=Path, default=None, help="keep models and data here (default: a temp dir)")
+    p.add_argument("--progress", action="store_true", help="show rollout progress bars")
+
+
+def run_in_workdir(run: Callable[[argparse.Namespace, Path], dict[str, Any]], args: argparse.Namespace
+                   ) -> dict[str, Any]:
+    """Run the experiment in `--work` (or a temporary folder) and print its JSON result."""
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+        result = run(args, args.work)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run(args, Path(tmp))
+    print(json.dumps(result, indent=2))
+    return result
