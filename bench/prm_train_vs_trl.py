@@ -189,7 +189,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--pack-width", type=int, default=128, help="packed row length (arithmetic rows are ≤ 120)")
+    ap.add_argument(
+        "--pack-width", type=int, default=128, help="packed row length (arithmetic rows are ≤ 120)"
+    )
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "proctor" / "trl113")
     args = ap.parse_args()
 
