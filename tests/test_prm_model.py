@@ -176,3 +176,18 @@ def test_trl_mode_prm_scores_with_separator(tiny_model_dir):
         tokenization=TokenizeConfig(mode="trl", step_separator="\n"),
     )
     assert [len(s) for s in PRMScorer(prm).score_examples(EXAMPLES)] == [3, 1]
+
+
+def test_build_reports_no_weight_surprises_for_a_plain_backbone_and_leaves_logging_as_it_was(tiny_model_dir, caplog):
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from proctor.prm.model import ProcessRewardModel
+
+    modeling_logger = hf_logging.get_logger("transformers.modeling_utils")
+    filters_before = list(modeling_logger.filters)
+    with caplog.at_level(logging.WARNING, logger="proctor.prm.model"):
+        ProcessRewardModel.build(tiny_model_dir, "scalar", dtype="float32")
+    assert not [r for r in caplog.records if r.name == "proctor.prm.model"]
+    assert modeling_logger.filters == filters_before

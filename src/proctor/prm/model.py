@@ -8,6 +8,7 @@ A PRM folder is an ordinary HF model folder (config.json, model.safetensors, tok
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+from transformers.utils import logging as hf_logging
 
 from proctor.models import add_step_marker, load_tokenizer
 from proctor.models.loading import resolve_dtype
@@ -30,6 +32,8 @@ from proctor.prm.heads import (
     token_logits,
 )
 from proctor.prm.tokenize import TokenizeConfig
+
+log = logging.getLogger(__name__)
 
 PRM_CONFIG = "prm_config.json"
 CHECKPOINT_STATE = "prm_state.safetensors"
@@ -104,7 +108,7 @@ class ProcessRewardModel(nn.Module):
         }
         if num_labels(head):
             kwargs["num_labels"] = num_labels(head)
-        model = auto_class(head).from_pretrained(str(backbone), **kwargs)
+        model = _load_backbone_with_new_head(auto_class(head), str(backbone), kwargs)
         if tokenization.mode == "marked":
             add_step_marker(tokenizer, model, tokenization.marker)
         if model.config.pad_token_id is None:
@@ -222,6 +226,36 @@ class ProcessRewardModel(nn.Module):
                 )
             ids.append(enc[0])
         return ids[0], ids[1]
+
+
+class _DropLoadReport(logging.Filter):
+    """Drops transformers' per-load weight report (proctor checks the loading info itself)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+def _load_backbone_with_new_head(cls: Any, backbone: str, kwargs: dict[str, Any]) -> nn.Module:
+    """`cls.from_pretrained` without transformers' load report for the head it initialises (expected when a
+    PRM is built on an LM); any other missing, unexpected or mismatched weight is logged as a warning."""
+    modeling_logger = hf_logging.get_logger("transformers.modeling_utils")
+    report_filter = _DropLoadReport()
+    modeling_logger.addFilter(report_filter)
+    try:
+        model, info = cls.from_pretrained(backbone, output_loading_info=True, **kwargs)
+    finally:
+        modeling_logger.removeFilter(report_filter)
+    head_params = {name for name, _ in model.named_parameters()
+                   if not name.startswith(f"{model.base_model_prefix}.")}
+    surprises = {
+        "missing": [k for k in info.get("missing_keys", []) if k not in head_params],
+        "unexpected": list(info.get("unexpected_keys", [])),
+        "mismatched": [str(k) for k in info.get("mismatched_keys", [])],
+    }
+    for kind, keys in surprises.items():
+        if keys:
+            log.warning("backbone %s: %d %s weights: %s", backbone, len(keys), kind, ", ".join(sorted(keys)[:8]))
+    return model
 
 
 def _is_peft(model: nn.Module) -> bool:
