@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proctor.agents.base import Prefix
-from proctor.agents.experts import ExpertAgent, expert_kinds
+from proctor.prompts.turns import Prefix
+from proctor.agents.experts import ExpertAgent
+from proctor.envs.experts import expert_kinds
 from proctor.envs import make
 from proctor.envs.base import TextEnv
 from proctor.trajectory import Step

@@ -77,7 +77,7 @@ def arithmetic_examples(split: str, tasks: int, samples: int, workdir: Path):
     env's ground-truth `step_correct` label per step."""
     from proctor.agents import ExpertAgent
     from proctor.envs import make
-    from proctor.envs.base import EnvSpec
+    from proctor.envs.registry import EnvSpec
     from proctor.prm.data import StepwiseExample
     from proctor.rollout import rollout
 

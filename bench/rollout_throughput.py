@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.rollout import rollout, select_tasks, summarize
 
 

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality_common import add_training_args, complete, run_in_workdir, shepherd_starts, train_on_examples
 
 from proctor.agents.experts import ExpertAgent
-from proctor.agents.prompting import PromptConfig
+from proctor.prompts.render import PromptConfig
 from proctor.credit.registry import Sources, run_method
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.models import build_tiny, load_tokenizer
 from proctor.prm.data import from_trajectories
 from proctor.prm.metrics import auroc, step_accuracy

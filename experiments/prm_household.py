@@ -37,12 +37,12 @@ from quality_common import Start, add_training_args, complete, run_in_workdir, t
 
 from proctor.agents.composite import MixtureAgent
 from proctor.agents.experts import ExpertAgent
-from proctor.agents.prompting import PromptConfig, prefix_at
+from proctor.prompts.render import PromptConfig, prefix_at
 from proctor.agents.simple import RandomAgent
 from proctor.credit.montecarlo import MCConfig, discounted_returns
 from proctor.credit.outcome import scored, signed
 from proctor.credit.registry import Sources, run_method
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.models import build_tiny, load_tokenizer
 from proctor.prm.data import from_trajectories
 from proctor.prm.scoring import PRMScorer

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.prm.config import PRMTrainConfig
 from proctor.prm.data import StepwiseExample, write_stepwise
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.trainer import train_prm
-from proctor.rollout.engine import step_info
+from proctor.rollout.episode import step_info
 from proctor.trajectory import Step, Trajectory
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,3 +40,26 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
     return build_tiny(tmp_path_factory.mktemp("tiny_model") / "llama", hidden_size=64, layers=2, heads=4,
                       vocab_size=2000)
+
+
+@pytest.fixture(scope="session")
+def shop_server():
+    """The built-in `shop` env served over HTTP with WebShop's protocol (what the `webshop` client talks to)."""
+    import uvicorn
+
+    from proctor.envs.shop.server import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = uvicorn.Server(uvicorn.Config(create_app(seed=0), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "shop server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)

@@ -216,16 +216,31 @@ def test_switch_agent_argument_errors():
         SwitchAgent(_Const("a"), _Const("b"), switch_steps=[-1])
 
 
-# -- factory -----------------------------------------------------------------------------------------
+# -- registry ----------------------------------------------------------------------------------------
 
 def test_make_agent_kinds_and_errors():
-    assert isinstance(make_agent("expert", kind="oracle"), ExpertAgent)
+    assert isinstance(make_agent("expert", expert="oracle"), ExpertAgent)
     agent = make_agent("random", seed=5, fallback_actions=["x"])
     assert isinstance(agent, RandomAgent) and agent.seed == 5
     with pytest.raises(ValueError, match="unknown agent kind 'robot'"):
         make_agent("robot")
-    with pytest.raises(ValueError, match="accepted arguments: seed, fallback_actions"):
+    with pytest.raises(ValueError, match="field 'temperature': Extra inputs"):
         make_agent("random", temperature=1.0)
+
+
+def test_nested_configs_build_composites():
+    mix = make_agent({"kind": "mixture", "seed": None, "components": [
+        {"agent": {"kind": "expert", "expert": "search"}, "weight": 3}, {"agent": "random", "weight": 1}]})
+    assert isinstance(mix, MixtureAgent) and mix.weights == [3.0, 1.0] and mix.seed is None
+    assert [a.name for a in mix.agents] == ["expert:search", "random"]
+    eps = make_agent("epsilon", epsilon=0.25, seed=2)
+    assert isinstance(eps, MixtureAgent) and eps.weights == [0.75, 0.25] and eps.needs_expert_hints
+    switch = make_agent({"kind": "switch", "roll_in": "random", "roll_out": {"kind": "expert"}, "switch_prob": 0.5})
+    assert isinstance(switch, SwitchAgent) and switch.needs_expert_hints
+    with pytest.raises(ValueError, match="exactly one of switch_prob and switch_steps"):
+        make_agent({"kind": "switch", "roll_in": "random", "roll_out": "random"})
+    with pytest.raises(ValueError, match="field 'components.0.weight'"):
+        make_agent({"kind": "mixture", "components": [{"agent": "random", "weight": -1}]})
 
 
 def test_composites_ask_for_expert_hints_when_a_component_needs_them():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.agents import HFAgent, Prefix, PromptConfig, make_agent
+from proctor.agents import HFAgent, Prefix, make_agent
+from proctor.prompts import PromptConfig
 from proctor.agents.generation_utils import cut_at_stop, generation_end
 from proctor.trajectory import Step
 
@@ -84,7 +85,7 @@ def test_logprobs_match_a_forward_pass(peaked):
     agent = HFAgent(model, tok, temperature=0, max_new_tokens=5)
     p = _prefixes()[1]
     cand = agent.act([p])[0][0]
-    from proctor.agents.prompting import render_prompt
+    from proctor.prompts.render import render_prompt
 
     prompt_ids = tok.encode(render_prompt(tok, p, agent.prompt), add_special_tokens=False)
     gen_ids = cand.meta["token_ids"]

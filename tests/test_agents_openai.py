@@ -6,7 +6,7 @@ import pytest
 
 from proctor.agents import AgentError, Prefix
 from proctor.agents.openai_agent import OpenAIAgent, backoff_delay, is_retryable, request_seed
-from proctor.agents.prompting import PromptConfig, parse_output
+from proctor.prompts.render import PromptConfig, parse_output
 from proctor.envs import EnvSpec, make
 from proctor.rollout.engine import rollout
 from proctor.serving import Generator, create_app

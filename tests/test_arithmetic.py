@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from proctor.agents.base import Prefix
+from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
 from proctor.envs import EnvError, make
 from proctor.envs.arithmetic.checker import Earlier, label_step, parse_step

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.envs.base import EnvError, TextEnv
-from proctor.envs.registry import EnvEntry, make
+from proctor.envs.registry import EnvEntry, EnvSpec, make
 
 
 class Counter(TextEnv):
@@ -91,7 +91,8 @@ def test_expert_hints_in_info():
 
 def test_spec_rebuilds_same_env_kwargs():
     env = Counter(max_steps=7)
-    assert env.spec.kwargs["max_steps"] == 7
+    assert env.spec_kwargs["max_steps"] == 7
+    assert EnvSpec.of(env) == EnvSpec("counter", env.spec_kwargs)
 
 
 def test_registry_errors_name_the_problem():

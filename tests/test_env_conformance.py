@@ -34,6 +34,8 @@ CASES: dict[str, tuple[dict, list]] = {
     "scienceworld": ({"tasks": ["lifespan-longest-lived"], "max_steps": 6, "list_actions": False,
                       "expert_hints": True}, [pytest.mark.extra, pytest.mark.slow]),
     "detective": ({"game_path": str(DETECTIVE_GAME), "max_steps": 6}, [pytest.mark.extra, pytest.mark.data]),
+    # the WebShop client, against the built-in `shop` served with WebShop's protocol (the fixture's URL)
+    "webshop": ({"base_url": "<shop_server>", "max_steps": 6}, []),
 }
 NEEDS: dict[str, tuple[str, object]] = {
     "alfworld": ("alfworld", ALFWORLD_DATA),
@@ -90,9 +92,17 @@ def _make_in_child(spec: EnvSpec, task: str, seed: int, queue) -> None:
     env.close()
 
 
+def test_every_shipped_env_has_a_conformance_case():
+    shipped = [name for name, entry in entries().items()
+               if (entry.target if isinstance(entry.target, str) else entry.target.__module__).startswith("proctor.")]
+    assert set(shipped) <= set(CASES), f"envs without a conformance case: {sorted(set(shipped) - set(CASES))}"
+
+
 @pytest.mark.parametrize("name,kwargs", list(_params()))
-def test_env_conformance(name, kwargs):
+def test_env_conformance(name, kwargs, request):
     _skip_if_unavailable(name)
+    if kwargs.get("base_url") == "<shop_server>":
+        kwargs = {**kwargs, "base_url": request.getfixturevalue("shop_server")}
     env = make(name, **kwargs)
     assert env.name == name
     test_ids = env.task_ids("test")
@@ -112,7 +122,7 @@ def test_env_conformance(name, kwargs):
             assert key in step[3], key
 
     # determinism: a second env built from the spec replays to the same observations and rewards
-    twin = env.spec.make()
+    twin = EnvSpec.of(env).make()
     a_trace, b_trace = _run(env, task, 3, actions), _run(twin, task, 3, actions)
     assert [t[0] for t in a_trace] == [t[0] for t in b_trace]
     assert [t[1] for t in a_trace[1:]] == [t[1] for t in b_trace[1:]]
@@ -141,7 +151,7 @@ def test_env_conformance(name, kwargs):
     # the spec builds the env in a fresh process (as rollout workers do)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    child = ctx.Process(target=_make_in_child, args=(env.spec, task, 3, queue))
+    child = ctx.Process(target=_make_in_child, args=(EnvSpec.of(env), task, 3, queue))
     child.start()
     child_obs, child_task = queue.get(timeout=120)
     child.join(30)

@@ -98,28 +98,6 @@ def test_page_flow_and_invalid_actions():
         env.reset("goal-3")
 
 
-@pytest.fixture(scope="module")
-def shop_server():
-    import uvicorn
-
-    from proctor.envs.shop.server import create_app
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    server = uvicorn.Server(uvicorn.Config(create_app(seed=0), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "shop server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-
-
 def test_http_client_matches_in_process_env(shop_server):
     local = make("shop", seed=0, expert_hints=True)
     remote = make("webshop", base_url=shop_server)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from proctor.agents.prompting import prefix_at
+from proctor.prompts.render import prefix_at
 from proctor.prm.data import StepwiseExample
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer

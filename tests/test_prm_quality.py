@@ -12,7 +12,7 @@ import pytest
 
 from proctor.agents.experts import ExpertAgent
 from proctor.credit.completions import index_completions
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.rollout import rollout
 from proctor.trajectory import Step, Trajectory
 

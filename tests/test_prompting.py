@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.agents import Agent, Prefix, PromptConfig, RandomAgent
-from proctor.agents.prompting import (
+from proctor.agents import Agent, Prefix, RandomAgent
+from proctor.prompts import PromptConfig
+from proctor.prompts.render import (
     DEFAULT_SYSTEM,
     format_action,
     prefix_at,

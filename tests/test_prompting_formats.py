@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proctor.agents.formats import FORMATS
-from proctor.agents.prompting import PromptConfig, format_action, parse_output
+from proctor.prompts.formats import FORMATS
+from proctor.prompts.render import PromptConfig, format_action, parse_output
 from proctor.trajectory import Step
 
 

@@ -33,7 +33,7 @@ def test_step_metrics_by_hand():
 def test_mixed_policy_rate_is_checked_and_pure_expert_follows_the_oracle():
     with pytest.raises(ValueError, match="epsilon"):
         mixed_policy(1.5, 0)
-    from proctor.agents.base import Prefix
+    from proctor.prompts.turns import Prefix
 
     prefix = Prefix(env="household", task_id="t", task="t", observation="o", history=[],
                     info={"expert_action": "go to desk 1", "admissible_actions": ["look", "go to desk 1"]})

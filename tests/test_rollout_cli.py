@@ -49,7 +49,8 @@ def test_cli_prints_the_table_and_writes_the_summary(tmp_path):
 def test_cli_rejects_an_unknown_env_with_a_clear_message(tmp_path):
     proc = subprocess.run(proctor_rollout(tmp_path / "x", "--agent", "expert") + ["--env", "nope"],
                           env=cli_env(), check=False, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "unknown environment 'nope'" in proc.stdout
+    assert proc.returncode == 2 and "unknown environment 'nope'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1  # one line, no traceback
 
 
 def test_kill_9_mid_run_then_rerun_completes_every_pair_exactly_once(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proctor.agents.experts import ExpertAgent
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.rollout import episode_seed, plan, rollout, summarize, wilson_interval
 from proctor.trajectory import Step, Trajectory, TrajectoryStore
 from test_rollout_envs import BisectAgent, SeededGuessAgent, secret_of
@@ -156,8 +156,6 @@ def test_resume_skips_stored_pairs_and_refuses_a_different_run(tmp_path):
 def test_progress_counts_success_and_errors():
     import io
 
-    from rich.console import Console
-
     from proctor.rollout.progress import RolloutProgress
 
     def traj(term: str) -> Trajectory:
@@ -166,8 +164,11 @@ def test_progress_counts_success_and_errors():
                           error="boom" if term == "env_error" else None)
 
     sink = io.StringIO()
-    with RolloutProgress(total=4, already_done=1, console=Console(file=sink, force_terminal=False)) as bar:
+    with RolloutProgress(total=4, already_done=1, stream=sink) as bar:
         for term in ("success", "env_error", "failure"):
             bar.episode_done(traj(term))
     assert (bar.episodes, bar.successes, bar.errors) == (3, 1, 1) and bar.success_rate == 1 / 3
-    assert "4/4" in sink.getvalue() and "success 33.3% of 3" in sink.getvalue()
+    # not a terminal: plain lines (the first at once, then every few seconds, and a final one)
+    lines = sink.getvalue().splitlines()
+    assert lines[0].startswith("[rollout] 2/4 episodes") and "success 100.0% of 1" in lines[0]
+    assert lines[-1].startswith("[rollout] 4/4 episodes") and "success 33.3% of 3, 1 errors (done)" in lines[-1]

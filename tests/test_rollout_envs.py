@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.agents.experts import expert_kinds, register_expert
+from proctor.envs.experts import expert_kinds, register_expert
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import entries, register
 

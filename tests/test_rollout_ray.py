@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.rollout import rollout
 from test_rollout_envs import BisectAgent, secret_of
 

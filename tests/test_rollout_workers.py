@@ -3,7 +3,7 @@ env_error; the worker is replaced and the envs it also hosted go on (re-created 
 
 from __future__ import annotations
 
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
 from proctor.rollout import ProcessEnvPool, rollout, summarize
 from test_rollout_envs import BisectAgent, secret_of
 

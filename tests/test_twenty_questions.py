@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from proctor.agents.base import Prefix
+from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
 from proctor.envs import EnvError, make
 from proctor.envs.twenty_questions import vocabulary as V

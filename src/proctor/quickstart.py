@@ -91,7 +91,7 @@ def run_quickstart(out: str | os.PathLike, cfg: QuickstartConfig | None = None,
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.trainer import train_prm
-    from proctor.rollout import run_rollout
+    from proctor.rollout import RolloutConfig, run_rollout
 
     cfg = cfg or QuickstartConfig()
     out = Path(out)
@@ -107,8 +107,9 @@ def run_quickstart(out: str | os.PathLike, cfg: QuickstartConfig | None = None,
     policy = mixed_policy(cfg.epsilon, cfg.seed)
     labelled: dict[str, list[Trajectory]] = {}
     for split, n_tasks in (("train", cfg.train_tasks), ("test", cfg.test_tasks)):
-        result = run_rollout(ENV, policy, out / "rollouts" / split, split=split, tasks=n_tasks,
-                             samples=cfg.samples, batch=16, seed=cfg.seed, env_kwargs={"max_steps": cfg.max_steps})
+        result = run_rollout(RolloutConfig(env=ENV, out=out / "rollouts" / split, split=split, tasks=n_tasks,
+                                           samples=cfg.samples, batch=16, seed=cfg.seed,
+                                           env_kwargs={"max_steps": cfg.max_steps}), agent=policy)
         report(f"rollout:{split}", result.summary)
         summary[f"rollout_{split}"] = result.summary.to_dict()
         trajs = [t for t in result.store if t.task_id in set(result.task_ids)]

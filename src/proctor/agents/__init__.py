@@ -1,41 +1,43 @@
-"""Agents (policies): the batched `Agent` protocol, scripted experts, model-backed agents, composites."""
+"""Agents (policies): the batched `Agent` protocol, scripted experts, model-backed agents, composites, and
+the registry that builds any of them from a validated config (`make_agent`, `AgentConfig`).
+
+Model-backed agents (`HFAgent`, `OpenAIAgent`) are imported on first use, so importing this package does
+not import torch or an HTTP client."""
+
+from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.agents.composite import MixtureAgent, SwitchAgent, allocate
-from proctor.agents.experts import ExpertAgent, register_expert
-from proctor.agents.factory import AGENT_KINDS, make_agent
-from proctor.agents.hf import HFAgent
-from proctor.agents.prompting import (
-    PromptConfig,
-    format_action,
-    parse_output,
-    prefix_at,
-    render_messages,
-    render_prompt,
-    render_training_text,
-)
+from proctor.agents.experts import ExpertAgent
+from proctor.agents.registry import AGENT_KINDS, AgentConfig, agent_config, make_agent
 from proctor.agents.simple import RandomAgent, ReplayAgent
+
+_LAZY = {"HFAgent": "proctor.agents.hf", "OpenAIAgent": "proctor.agents.openai_agent"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'proctor.agents' has no attribute {name!r}")
+
 
 __all__ = [
     "AGENT_KINDS",
     "Agent",
+    "AgentConfig",
     "AgentError",
     "Candidate",
     "ExpertAgent",
     "HFAgent",
     "MixtureAgent",
+    "OpenAIAgent",
     "Prefix",
-    "PromptConfig",
     "RandomAgent",
     "ReplayAgent",
     "SwitchAgent",
+    "agent_config",
     "allocate",
-    "format_action",
     "make_agent",
-    "parse_output",
-    "prefix_at",
-    "register_expert",
-    "render_messages",
-    "render_prompt",
-    "render_training_text",
 ]

@@ -10,45 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from proctor.trajectory import Step
+from proctor.prompts.turns import Candidate, Prefix
 
-
-@dataclass
-class Prefix:
-    """What an agent sees before choosing its next action (the state s_t)."""
-
-    env: str
-    task_id: str
-    task: str
-    observation: str
-    history: list[Step] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-    sample: int = 0
-    seed: int = 0
-
-    @property
-    def admissible_actions(self) -> list[str] | None:
-        return self.info.get("admissible_actions")
-
-    @property
-    def step_index(self) -> int:
-        return len(self.history)
-
-
-@dataclass
-class Candidate:
-    """One proposed action: the parsed action plus what the model actually produced."""
-
-    action: str
-    reason: str | None = None
-    raw_output: str | None = None
-    logprobs: list[float] | None = None
-    parsed: bool = True
-    finished: bool = True
-    meta: dict[str, Any] = field(default_factory=dict)
+__all__ = ["Agent", "AgentError", "Candidate", "Prefix"]
 
 
 class AgentError(RuntimeError):
@@ -60,6 +25,12 @@ class Agent(ABC):
 
     #: short description stored in every trajectory's `agent` field
     name: str = "agent"
+
+    @property
+    def needs_expert_hints(self) -> bool:
+        """Whether the agent reads the env's privileged `info["expert_action"]` (the engine then makes the
+        env with `expert_hints=True`)."""
+        return False
 
     @abstractmethod
     def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:

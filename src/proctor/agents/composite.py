@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from proctor.agents.base import Agent, Candidate, Prefix
-from proctor.agents.seeding import stable_rng
+from proctor.seeding import stable_rng
 
 
 def allocate(n: int, weights: Sequence[float], u: float | None = None) -> list[int]:
@@ -68,7 +68,7 @@ class MixtureAgent(Agent):
     @property
     def needs_expert_hints(self) -> bool:
         """True when a component reads the env's privileged `info["expert_action"]`."""
-        return any(getattr(a, "needs_expert_hints", False) for a in self.agents)
+        return any(a.needs_expert_hints for a in self.agents)
 
     def describe(self) -> str:
         parts = ", ".join(f"{w:g} × {a.describe()}" for a, w in zip(self.agents, self.weights, strict=True))
@@ -138,7 +138,7 @@ class SwitchAgent(Agent):
     @property
     def needs_expert_hints(self) -> bool:
         """True when either phase's agent reads the env's privileged `info["expert_action"]`."""
-        return any(getattr(a, "needs_expert_hints", False) for a in (self.roll_in, self.roll_out))
+        return self.roll_in.needs_expert_hints or self.roll_out.needs_expert_hints
 
     def describe(self) -> str:
         how = (f"p={self.switch_prob:g} per step" if self.switch_prob is not None

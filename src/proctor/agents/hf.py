@@ -1,13 +1,13 @@
 """`HFAgent`: a local Hugging Face causal LM as a policy, generating for every prefix of a step in one
 left-padded batch (`model.generate`, KV cache), `n` samples per prefix.
 
-- Prompts come from the one renderer (`proctor.agents.prompting.render_prompt`), tokenized with
+- Prompts come from the one renderer (`proctor.prompts.render.render_prompt`), tokenized with
   `add_special_tokens=False`; outputs are parsed with the configured format's parser.
 - Sampling is reproducible: each generate call runs under a torch seed derived from the agent's `seed` and
   the rows' (task_id, sample, step, env seed), so the same prefixes give the same samples in any run.
   `temperature=0` is greedy decoding.
 - `Candidate.logprobs` are the log-probabilities, under the model (temperature 1, no top-p/top-k), of every
-  generated token, the end-of-turn token included, and `meta["token_ids"]` those tokens (exact, for RL:
+  generated token, the end-of-turn token included, and `token_ids` those tokens (exact, for RL:
   no re-tokenization); `meta["prompt_tokens"]` is the prompt length. `finished` is False when
   `max_new_tokens` ran out before an end-of-turn token or a stop string. Stop strings are cut from the text.
 - Prefix caching (`prefix_cache=N`, the N most recent episodes; 0: off): each episode's KV cache is kept
@@ -26,8 +26,8 @@ from typing import Any
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.agents.generation_utils import cut_at_stop, eos_token_ids, generation_end, sampled_logprobs
 from proctor.agents.prefix_cache import PrefixCache, reusable_cache
-from proctor.agents.prompting import PromptConfig, parse_output, render_prompt
-from proctor.agents.seeding import stable_seed
+from proctor.prompts.render import PromptConfig, parse_output, render_prompt
+from proctor.seeding import stable_seed
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,8 @@ class HFAgent(Agent):
             cand = parse_output(text, self.prompt)
             cand.finished = finished or stopped
             cand.logprobs = logprobs[r][:end] if logprobs is not None else None
-            cand.meta.update(token_ids=tokens[:end], prompt_tokens=len(rows[r]), reused_prompt_tokens=max(
+            cand.token_ids = tokens[:end]
+            cand.meta.update(prompt_tokens=len(rows[r]), reused_prompt_tokens=max(
                 0, reused - (width - len(rows[r]))))
             cands.append(cand)
         return cands

@@ -28,8 +28,8 @@ from typing import Any, Literal, TypeVar
 import openai
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.agents.prompting import PromptConfig, parse_output, render_messages, render_prompt
-from proctor.agents.seeding import stable_seed
+from proctor.prompts.render import PromptConfig, parse_output, render_messages, render_prompt
+from proctor.seeding import stable_seed
 
 RETRY_STATUS = frozenset({408, 409, 429})
 T = TypeVar("T")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.agents.seeding import stable_rng
+from proctor.seeding import stable_rng
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 

@@ -1,26 +1,20 @@
-"""The `proctor` command line: one module per verb group, each adding its commands to `app`."""
+"""The `proctor` command line: one module per verb group (`*_cmd.py`), each adding its commands to the app
+of `proctor.cli.root`; `proctor.cli.commands` imports them all."""
 
 from __future__ import annotations
 
-import typer
-
-app = typer.Typer(
-    name="proctor",
-    help="Process reward models for LLM agents: rollouts, per-step targets, PRM training, search.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-
-from proctor.cli import (
-    envs_cmd,  # noqa: F401
-    prm_cmd,  # noqa: F401
-    quickstart_cmd,  # noqa: F401
-    rollout_cmd,  # noqa: F401
-    serve_cmd,  # noqa: F401
-    targets_cmd,  # noqa: F401
-)
+from typing import Any
 
 
 def main() -> None:
+    from proctor.cli.commands import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from proctor.cli.commands import app
+
+        return app
+    raise AttributeError(f"module 'proctor.cli' has no attribute {name!r}")

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from proctor.cli import app
+from proctor.cli.root import app
 from proctor.cli.options import parse_env_args
 
 console = Console()

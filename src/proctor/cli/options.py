@@ -1,22 +1,79 @@
-"""Parsing helpers shared by CLI verbs."""
+"""Parsing helpers shared by CLI verbs: key=value lists, YAML configs, agent options, one-line errors."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
 
 
-def parse_env_args(pairs: list[str]) -> dict[str, Any]:
+def parse_key_values(pairs: list[str], option: str) -> dict[str, Any]:
     """`["max_steps=40", "data_dir=/x"]` → `{"max_steps": 40, "data_dir": "/x"}` (values parsed as JSON when they are)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--env-arg")
+            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint=option)
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def parse_env_args(pairs: list[str]) -> dict[str, Any]:
+    """`--env-arg` pairs as env constructor arguments."""
+    return parse_key_values(pairs, "--env-arg")
+
+
+def load_yaml_config(path: Path) -> dict[str, Any]:
+    """A YAML mapping from `path`; a missing file or a non-mapping is one clear error line."""
+    import yaml
+
+    if not path.is_file():
+        fail(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        fail(f"{path}: not valid YAML ({e})")
+    if not isinstance(data, dict):
+        fail(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
+    return data
+
+
+def agent_from_options(kind: str, agent_args: list[str], *, model: str | None = None, base_url: str | None = None,
+                       expert_kind: str | None = None, temperature: float | None = None,
+                       prompt_format: str | None = None, seed: int = 0) -> dict[str, Any]:
+    """An agent config dict from `--agent KIND --agent-arg k=v` and the shorthand options (`--model`, ...)."""
+    cfg: dict[str, Any] = {"kind": kind}
+    shorthand = {"model": model, "base_url": base_url, "expert": expert_kind, "temperature": temperature}
+    cfg.update({k: v for k, v in shorthand.items() if v is not None})
+    if prompt_format is not None:
+        cfg["prompt"] = {"format": prompt_format}
+    if kind in ("random", "epsilon", "mixture", "switch", "hf", "openai"):
+        cfg.setdefault("seed", seed)
+    cfg.update(parse_key_values(agent_args, "--agent-arg"))
+    return cfg
+
+
+def fail(error: object, where: str | None = None) -> NoReturn:
+    """Print one error line (pydantic errors: the first field and its message) and exit with code 2."""
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "<config>"
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        text = f"{where + ': ' if where else ''}field '{loc}': {first['msg']}{more}"
+    elif isinstance(error, KeyError):
+        text = str(error.args[0]) if error.args else repr(error)
+    else:
+        text = str(error)
+    err_console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)

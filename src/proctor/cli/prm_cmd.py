@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from proctor.cli import app
+from proctor.cli.root import app
 
 prm_app = typer.Typer(help="Process reward models: train, score, serve.", no_args_is_help=True)
 app.add_typer(prm_app, name="prm")

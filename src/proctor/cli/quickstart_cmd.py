@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from proctor.cli import app
+from proctor.cli.root import app
 
 console = Console()
 

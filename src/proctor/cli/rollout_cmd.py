@@ -1,4 +1,5 @@
-"""`proctor rollout`: roll an agent out on an env's tasks into a trajectory store (resumable)."""
+"""`proctor rollout`: roll an agent out on an env's tasks, or complete stored prefixes, into a trajectory
+store (resumable)."""
 
 from __future__ import annotations
 
@@ -8,55 +9,81 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from proctor.cli import app
-from proctor.cli.options import parse_env_args
-
-console = Console()
+from proctor.agents.registry import AGENT_KINDS
+from proctor.cli.root import app
+from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
 
 
 @app.command("rollout")
 def rollout_cmd(
-    env: Annotated[str, typer.Option("--env", help="environment name (see `proctor envs`)")],
-    out: Annotated[Path, typer.Option("--out", help="trajectory store directory (re-run to resume)")],
-    agent: Annotated[str, typer.Option("--agent", help="hf | openai | expert | random")] = "random",
-    model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai)")] = None,
+    env: Annotated[str | None, typer.Option("--env", help="environment name (see `proctor envs`)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="trajectory store directory (re-run to resume)")] = None,
+    agent: Annotated[str, typer.Option("--agent", help=f"agent kind: {' | '.join(AGENT_KINDS)}")] = "random",
+    agent_arg: Annotated[list[str], typer.Option("--agent-arg", help="agent config field key=value (JSON values)")] = [],  # noqa: B006 - typer needs a literal default
+    model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai, choice)")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL (openai)")] = None,
+    expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
+    prompt_format: Annotated[str | None, typer.Option("--prompt-format", help="agent prompt format")] = None,
     split: Annotated[str, typer.Option("--split", help="task split")] = "test",
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
     samples: Annotated[int, typer.Option("--samples", help="rollouts per task (K)")] = 1,
     batch: Annotated[int, typer.Option("--batch", help="envs stepped together (B)")] = 8,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL")] = None,
-    expert_kind: Annotated[str, typer.Option("--expert-kind", help="expert policy for --agent expert")] = "oracle",
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="env step limit")] = None,
     workers: Annotated[int, typer.Option("--workers", help="env worker processes (0: in-process)")] = 0,
     backend: Annotated[str, typer.Option("--backend", help="local | ray (env workers as Ray actors)")] = "local",
     seed: Annotated[int, typer.Option("--seed", help="run seed (episode seeds derive from it)")] = 0,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
-    prompt_format: Annotated[str | None, typer.Option("--prompt-format", help="agent prompt format")] = None,
-    step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds before a worker env counts as hung")] = 60.0,
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006 - typer needs a literal default
+    step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds before a worker env's reset or step counts as hung")] = 60.0,
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
     env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers your own envs)")] = None,
+    from_store: Annotated[Path | None, typer.Option("--from", help="complete the prefixes of this store's trajectories")] = None,
+    prefixes: Annotated[str, typer.Option("--prefixes", help="with --from: steps (k=1..T) | states (k=0..T-1) | k,k,...")] = "steps",
+    completions: Annotated[int, typer.Option("--completions", help="with --from: completions per prefix")] = 4,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="re-run stored episodes that ended in env/agent errors")] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="a RolloutConfig YAML file (options given here override it)")] = None,
     summary_json: Annotated[Path | None, typer.Option("--summary-json", help="also write the summary here")] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show the progress bar")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
 ) -> None:
-    """Roll out an agent on K samples of N tasks, B envs at a time; prints the summary table."""
-    from proctor.rollout import run_rollout, summary_table
+    """Roll out an agent on K samples of N tasks, B envs at a time (or K completions of every prefix of a
+    stored store with --from); prints the summary table."""
+    from pydantic import ValidationError
+
+    from proctor.rollout import AgentFailing, RolloutConfig, run_rollout, summary_table
 
     logging.basicConfig(level=logging.WARNING)
-    env_kwargs = parse_env_args(env_arg)
+    data = load_yaml_config(config) if config else {}
+    env_kwargs = {**data.get("env_kwargs", {}), **parse_key_values(env_arg, "--env-arg")}
     if max_steps is not None:
         env_kwargs["max_steps"] = max_steps
-    options = {"model": model, "base_url": base_url, "temperature": temperature, "prompt_format": prompt_format}
-    if agent == "expert":
-        options["expert_kind"] = expert_kind
+    given = {"env": env, "out": out}
+    data.update({k: v for k, v in given.items() if v is not None})
+    data.update(env_kwargs=env_kwargs, split=split, tasks=tasks, samples=samples, batch=batch, seed=seed,
+                workers=workers, backend=backend, step_timeout=step_timeout, retry_failed=retry_failed,
+                progress=progress)
+    if env_module:
+        data["env_module"] = env_module
+    if data.get("env_module"):  # before validation: the module may register the env's experts
+        import importlib
+
+        try:
+            importlib.import_module(data["env_module"])
+        except ImportError as e:
+            fail(f"--env-module {data['env_module']}: {e}")
+    if "agent" not in data or agent != "random" or agent_arg:
+        data["agent"] = agent_from_options(agent, agent_arg, model=model, base_url=base_url,
+                                           expert_kind=expert_kind, temperature=temperature,
+                                           prompt_format=prompt_format, seed=seed)
+    if from_store is not None:
+        lengths = prefixes if prefixes in ("steps", "states") else [int(k) for k in prefixes.split(",")]
+        data["start"] = {"source": from_store, "prefix_lengths": lengths, "completions": completions}
     try:
-        result = run_rollout(env, agent, out, split=split, tasks=tasks, samples=samples, batch=batch, seed=seed,
-                             env_kwargs=env_kwargs, env_module=env_module, workers=workers, backend=backend,
-                             step_timeout=step_timeout, progress=progress, agent_options=options)
-    except (ValueError, KeyError, ImportError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(code=2) from None
-    console.print(summary_table(result.summary, title=f"{env} / {split}: {result.store.root}"))
+        cfg = RolloutConfig.model_validate(data)
+        result = run_rollout(cfg)
+    except ValidationError as e:
+        fail(e, where=str(config) if config else "options")
+    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing) as e:
+        fail(e)
+    console.print(summary_table(result.summary, title=f"{cfg.env} / {cfg.split}: {result.store.root}"))
     if summary_json is not None:
         summary_json.write_text(json.dumps(result.summary.to_dict(), indent=2))

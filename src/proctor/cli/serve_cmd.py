@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from proctor.cli import app
+from proctor.cli.root import app
 
 console = Console(stderr=True)
 

@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from proctor.cli import app
+from proctor.cli.root import app
 
 console = Console()
 

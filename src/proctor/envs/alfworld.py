@@ -6,18 +6,21 @@ directory. Splits: train = `train/`, valid = `valid_seen/`, test = `valid_unseen
 The shared json_2.1.1 release writes its grammar into each game ("put X in/on Y"); alfworld>=0.4's
 handcoded expert speaks the packaged grammar ("move X to Y"), so by default (`grammar="alfworld"`) a game
 is played with the installed package's grammar and the game's own task text (`grammar="game"` keeps the
-file's). A task id is a game folder relative to `data_dir` ("valid_unseen/<task type>-.../trial_..."); its task
+file's); the re-grammared game is built in memory (no temporary files). alfworld 0.4.2's handcoded expert
+updates its inventory only on commands that contain "put", while that grammar places objects with
+"move X to Y": proctor tells the expert "put X in/on Y" for such a command (`expert_command`), without which
+the expert believes it still holds what it put down (and loses most `pick_two_obj_and_place` games).
+A task id is a game folder relative to `data_dir` ("valid_unseen/<task type>-.../trial_..."); its task
 type is the folder name's prefix (six types). The episode is determined by the game: the seed is unused.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
 import random
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +35,7 @@ GAME_FILE = "game.tw-pddl"
 INVALID_FEEDBACK = "Nothing happens."
 GRAMMARS: tuple[str, ...] = ("alfworld", "game")
 _TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)"')
+_MOVE = re.compile(r"move (.+?) to (.+)")
 
 
 def with_package_grammar(game: dict[str, Any], package_grammar: str) -> dict[str, Any]:
@@ -41,6 +45,43 @@ def with_package_grammar(game: dict[str, Any], package_grammar: str) -> dict[str
         raise EnvError("alfworld: the game's grammar has no 'Your task is to: ...' rule")
     task = m.group(1).removesuffix(".")
     return {**game, "grammar": package_grammar.replace("UNKNOWN GOAL", task)}
+
+
+def expert_command(command: str) -> str:
+    """The command as alfworld 0.4.2's handcoded expert must hear it: "move X to Y" -> "put X in/on Y".
+
+    `HandCodedAgent.update_state_tracking` (alfworld/agents/expert/handcoded_expert.py) pops its inventory
+    only when the last command contains "put"; the packaged grammar emits "move X to Y" for the same act.
+    """
+    m = _MOVE.fullmatch(command.strip())
+    return f"put {m.group(1)} in/on {m.group(2)}" if m else command
+
+
+@functools.cache
+def _expert_wrapper() -> type:
+    """ALFWorld's `AlfredExpert` wrapper, told `expert_command(...)` of each command, reading the
+    traj_data.json beside the original game file (the game itself is loaded from memory)."""
+    from alfworld.agents.environment.alfred_tw_env import AlfredExpert
+
+    class PutAwareExpert(AlfredExpert):
+        source_game: str = ""
+
+        def load(self, data: Any) -> None:
+            super().load(data)
+            self.gamefile = self.source_game  # the expert reads dirname(gamefile)/traj_data.json
+
+        def _gather_infos(self) -> None:
+            self.prev_command = expert_command(self.prev_command)
+            super()._gather_infos()
+
+    return PutAwareExpert
+
+
+@functools.cache
+def _package_grammar() -> str:
+    import alfworld
+
+    return (Path(alfworld.__file__).parent / "data" / "alfred.twl2").read_text()
 
 
 def default_data_dir() -> Path:
@@ -93,7 +134,6 @@ class ALFWorldEnv(TextEnv):
                          grammar=grammar)
         self.root = root.resolve()
         self.grammar = grammar
-        self._tmp: tempfile.TemporaryDirectory | None = None
         self._rng_state = random.Random(0).getstate()
         self._game: Any = None
         self._game_id: str | None = None
@@ -112,34 +152,23 @@ class ALFWorldEnv(TextEnv):
 
     def _load(self, task_id: str) -> Any:
         import textworld
-        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+        from textworld.envs.pddl import PddlEnv
 
         path = self.root / task_id / GAME_FILE
         if not path.is_file():
             raise FileNotFoundError(f"alfworld: no {GAME_FILE} for task {task_id!r} (looked at {path})")
+        game = json.loads(path.read_text())
         if self.grammar == "alfworld":
-            path = self._regrammared(path)
-        infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-        wrappers = [AlfredDemangler(shuffle=False), AlfredInfos]
+            game = with_package_grammar(game, _package_grammar())
+        infos = textworld.EnvInfos(won=True, admissible_commands=True)
+        env: Any = AlfredDemangler(shuffle=False)(PddlEnv(infos))
         if self.expert_hints:
-            infos.extras.append("expert_plan")
-            wrappers.append(AlfredExpert("handcoded"))
-        return textworld.start(str(path), infos, wrappers=wrappers)
-
-    def _regrammared(self, path: Path) -> Path:
-        """A copy of the game (beside a link to its traj_data.json, which the expert reads) in a temp folder."""
-        import alfworld
-
-        package_grammar = (Path(alfworld.__file__).parent / "data" / "alfred.twl2").read_text()
-        if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="proctor-alfworld-")
-        folder = Path(self._tmp.name) / hashlib.sha1(str(path).encode()).hexdigest()[:16]
-        if not (folder / GAME_FILE).exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            game = with_package_grammar(json.loads(path.read_text()), package_grammar)
-            (folder / GAME_FILE).write_text(json.dumps(game))
-            (folder / "traj_data.json").symlink_to(path.parent / "traj_data.json")
-        return folder / GAME_FILE
+            infos.extras = ["expert_plan"]
+            env = _expert_wrapper()(env, "handcoded")
+            env.source_game = str(path)
+        env.load(game)  # PddlEnv loads a game from its JSON data as well as from a file
+        return env
 
     def _reset(self, task_id: str, seed: int) -> tuple[str, dict[str, Any]]:
         if self._game_id != task_id:
@@ -181,6 +210,3 @@ class ALFWorldEnv(TextEnv):
         if self._game is not None:
             self._game.close()
         self._game, self._game_id, self._state = None, None, None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None

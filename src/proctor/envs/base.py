@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -23,19 +22,6 @@ SPLITS: tuple[str, ...] = ("train", "valid", "test")
 
 class EnvError(RuntimeError):
     """An environment failed (crashed, hung, or was used out of protocol)."""
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """What is needed to build an env anywhere (another process, a Ray actor): name + kwargs."""
-
-    name: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def make(self) -> TextEnv:
-        from proctor.envs.registry import make
-
-        return make(self.name, **self.kwargs)
 
 
 class TextEnv(ABC):
@@ -55,6 +41,8 @@ class TextEnv(ABC):
         self.task_id: str | None = None
         self.seed: int | None = None
         self.task: str = ""
+        #: what `_reset` reported about the task (`task`, and metadata such as `task_type`)
+        self.task_info: dict[str, Any] = {}
         self.actions: list[str] = []
         self.done = True
 
@@ -84,14 +72,16 @@ class TextEnv(ABC):
 
     # -- the protocol ---------------------------------------------------------------------------
     @property
-    def spec(self) -> EnvSpec:
-        return EnvSpec(self.name, dict(self._spec_kwargs))
+    def spec_kwargs(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this env: `type(self)(**env.spec_kwargs)`."""
+        return dict(self._spec_kwargs)
 
     def reset(self, task_id: str, seed: int = 0) -> tuple[str, dict[str, Any]]:
         obs, info = self._reset(task_id, int(seed))
         if "task" not in info:
             raise EnvError(f"{self.name}: _reset did not report info['task']")
         self.task_id, self.seed, self.task = task_id, int(seed), info["task"]
+        self.task_info = dict(info)
         self.actions = []
         self.done = False
         return obs, self._complete_info(info, valid=True, won=False)

@@ -9,10 +9,26 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proctor.envs.base import TextEnv
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What is needed to build an env anywhere (another process, a Ray actor): name + kwargs."""
+
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make(self) -> TextEnv:
+        return make(self.name, **self.kwargs)
+
+    @classmethod
+    def of(cls, env: TextEnv) -> EnvSpec:
+        """The spec that rebuilds `env` (its registered name and constructor arguments)."""
+        return cls(env.name, env.spec_kwargs)
 
 
 @dataclass(frozen=True)

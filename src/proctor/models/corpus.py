@@ -29,7 +29,7 @@ def _random(rng: random.Random) -> Policy:
 
 def run_episode(env: Any, task_id: str, seed: int, policy: Policy):
     """Play one episode; returns the final `Prefix` (full history). Stops early when `policy` gives None."""
-    from proctor.agents.base import Prefix
+    from proctor.prompts.turns import Prefix
     from proctor.trajectory import Step
 
     obs, info = env.reset(task_id, seed)
@@ -48,8 +48,8 @@ def run_episode(env: Any, task_id: str, seed: int, policy: Policy):
 
 def episode_texts(prefix: Any) -> Iterator[str]:
     """The text of one episode: its rendering in every output format, and each step's admissible list."""
-    from proctor.agents.formats import FORMATS
-    from proctor.agents.prompting import PromptConfig, render_messages
+    from proctor.prompts.formats import FORMATS
+    from proctor.prompts.render import PromptConfig, render_messages
 
     for fmt in FORMATS:
         yield "\n".join(m["content"] for m in render_messages(prefix, PromptConfig(format=fmt)))

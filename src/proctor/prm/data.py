@@ -11,7 +11,7 @@ Importers, each a pure function of parsed JSON records (errors name the source a
 - `from_prm800k`: PRM800K phase-1/2 records (`question.problem`, `label.steps[*].completions[*].rating`).
 - `from_processbench`: ProcessBench records (`steps`, `label` = index of the first wrong step, -1 if none).
 - `from_trajectories`: agent trajectories whose `Step.targets` were filled by `proctor targets`, rendered
-  with the shared prompt renderer (`proctor.agents.prompting`): the trajectory as chat messages, each
+  with the shared prompt renderer (`proctor.prompts.render`): the trajectory as chat messages, each
   assistant action followed by the step marker, through the tokenizer's chat template.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from proctor.agents.base import Prefix
-from proctor.agents.prompting import PromptConfig, format_action, prefix_at, render_messages
+from proctor.prompts.turns import Prefix
+from proctor.prompts.render import PromptConfig, format_action, prefix_at, render_messages
 from proctor.trajectory import Trajectory
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from proctor.agents.prompting import PromptConfig, prefix_at, render_prompt
+from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
 from proctor.prm.data import DataError, StepwiseExample, read_json_records, render_trajectory
 from proctor.trajectory import Trajectory
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from proctor.agents.base import Prefix
-from proctor.agents.prompting import PromptConfig
+from proctor.prompts.turns import Prefix
+from proctor.prompts.render import PromptConfig
 from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.tokenize import collate

@@ -1,13 +1,17 @@
-"""Run agents in envs: continuous batching over B envs, K samples per task, worker processes or Ray actors,
-timeouts, resume, progress and the summary table."""
+"""Run agents in envs: the one episode loop (`episode`), continuous batching over B envs, K samples per task
+or K completions per stored prefix, worker processes or Ray actors, timeouts, resume, progress and the
+summary table. The stage entry point is `run_rollout(RolloutConfig)`."""
 
-from proctor.rollout.engine import episode_seed, plan, rollout
-from proctor.rollout.run import RolloutResult, build_agent, run_rollout, select_tasks
+from proctor.rollout.config import RolloutConfig, StartConfig
+from proctor.rollout.engine import AgentFailing, plan, rollout
+from proctor.rollout.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.rollout.pools import make_pool
+from proctor.rollout.run import RolloutResult, run_rollout, select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize, summary_table, wilson_interval
-from proctor.rollout.workers import EnvPool, InProcessEnvPool, ProcessEnvPool, make_pool
+from proctor.rollout.workers import EnvPool, InProcessEnvPool, ProcessEnvPool
 
 __all__ = [
-    "EnvPool", "InProcessEnvPool", "ProcessEnvPool", "RolloutResult", "RolloutSummary", "build_agent",
-    "episode_seed", "make_pool", "plan", "rollout", "run_rollout", "select_tasks", "summarize",
-    "summary_table", "wilson_interval",
+    "AgentFailing", "EnvPool", "Episode", "InProcessEnvPool", "ProcessEnvPool", "RolloutConfig", "RolloutResult",
+    "RolloutSummary", "StartConfig", "WorkItem", "episode_seed", "make_pool", "plan", "rollout", "run_rollout",
+    "select_tasks", "summarize", "summary_table", "termination_of", "wilson_interval",
 ]

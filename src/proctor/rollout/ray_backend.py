@@ -12,7 +12,8 @@ import sys
 from collections import deque
 from typing import Any
 
-from proctor.envs.base import EnvSpec, TextEnv
+from proctor.envs.base import TextEnv
+from proctor.envs.registry import EnvSpec
 from proctor.rollout.workers import STARTUP_TIMEOUT_S, HostedEnvPool, Op, Reply, close_envs, run_op
 
 

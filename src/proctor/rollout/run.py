@@ -1,19 +1,21 @@
-"""`run_rollout`: the one-call entry used by `proctor rollout` and the quickstart (env by name, agent by kind)."""
+"""`run_rollout(RolloutConfig)`: the rollout stage as one library call (used by `proctor rollout`, the
+quickstart and the pipeline)."""
 
 from __future__ import annotations
 
 import importlib
-import os
+import logging
 from dataclasses import dataclass
-from typing import Any
 
 from proctor.agents.base import Agent
-from proctor.envs.base import EnvSpec
+from proctor.envs.registry import EnvSpec
+from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
+from proctor.rollout.starts import completion_items
 from proctor.rollout.summary import RolloutSummary, summarize
-from proctor.trajectory import TrajectoryStore
+from proctor.trajectory import Trajectory, TrajectoryStore
 
-AGENT_KINDS = ("hf", "openai", "expert", "random")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,74 +43,58 @@ def select_tasks(env_spec: EnvSpec, split: str, n_tasks: int | None) -> list[str
     return ids
 
 
-def build_agent(kind: str, *, model: str | None = None, base_url: str | None = None, expert_kind: str = "oracle",
-                temperature: float | None = None, prompt_format: str | None = None, seed: int = 0) -> Agent:
-    """An agent by kind (via `proctor.agents.factory.make_agent`), from the `proctor rollout` options.
+def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult:
+    """Roll out `cfg.agent` (or an `agent` built in code) on the configured env; resumes into `cfg.out`.
 
-    `expert` uses `expert_kind`; `random` draws with `seed`; `hf` needs `model` (path or name); `openai`
-    needs `model` and `base_url`. Options that the kind does not use are an error, not silently dropped.
-    """
-    from proctor.agents.factory import make_agent
+    With `cfg.start`, the work is K completions from every chosen prefix of the stored source trajectories
+    (of the selected tasks) instead of K samples from each task's first state. Returns the store and the
+    summary of exactly the requested episodes."""
+    if cfg.env_module:
+        importlib.import_module(cfg.env_module)
+    spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))
+    if cfg.start is not None:
+        sources = TrajectoryStore.open(cfg.start.source).load()
+        if isinstance(cfg.tasks, list):
+            sources = [t for t in sources if t.task_id in set(cfg.tasks)]
+        elif isinstance(cfg.tasks, int):
+            keep = sorted({t.task_id for t in sources})[:cfg.tasks]
+            sources = [t for t in sources if t.task_id in set(keep)]
+        wrong = [t for t in sources if t.env != cfg.env]
+        if wrong:
+            raise ValueError(f"{cfg.start.source}: trajectory {wrong[0].id} is from env {wrong[0].env!r}, "
+                             f"not {cfg.env!r}")
+        usable = [t for t in sources if t.termination not in ("env_error", "agent_error")]
+        if len(usable) < len(sources):
+            log.warning("%s: %d of %d source trajectories ended in an env/agent error; not completed",
+                        cfg.start.source, len(sources) - len(usable), len(sources))
+        work = completion_items(usable, cfg.start.prefix_lengths, cfg.start.completions)
+        if not work:
+            raise ValueError(f"{cfg.start.source}: no prefixes to complete (no usable trajectories)")
+        task_ids = sorted({t.task_id for t in usable})
+        tasks, start_from = work, str(cfg.start.source.resolve())
+    else:
+        task_ids = cfg.tasks if isinstance(cfg.tasks, list) else select_tasks(spec, cfg.split, cfg.tasks)
+        tasks, start_from = task_ids, None
+    agent = agent or cfg.agent.build()
+    store = rollout(spec, agent, tasks, cfg.out, split=cfg.split, samples_per_task=cfg.samples,
+                    batch_size=cfg.batch, seed=cfg.seed, workers=cfg.workers, backend=cfg.backend,
+                    step_timeout=cfg.step_timeout, progress=cfg.progress, retry_failed=cfg.retry_failed,
+                    max_agent_failures=cfg.max_agent_failures, start_from=start_from,
+                    label="complete" if cfg.start else "rollout")
+    if cfg.start is not None:
+        wanted = {w.key for w in tasks}
+    else:
+        wanted = {(t, k) for t in task_ids for k in range(cfg.samples)}
+    return RolloutResult(store, summarize(latest_records(store, wanted)), task_ids)
 
-    if kind not in AGENT_KINDS:
-        raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(AGENT_KINDS)}")
-    given = {"model": model, "base_url": base_url, "temperature": temperature, "prompt_format": prompt_format}
-    usable = {"hf": ("model", "temperature", "prompt_format"),
-              "openai": ("model", "base_url", "temperature", "prompt_format")}.get(kind, ())
-    unused = [k for k, v in given.items() if v is not None and k not in usable]
-    if unused:
-        raise ValueError(f"agent {kind!r} does not use {', '.join('--' + k.replace('_', '-') for k in unused)}")
-    if kind == "expert":
-        return make_agent("expert", kind=expert_kind)
-    if kind == "random":
-        return make_agent("random", seed=seed)
-    if model is None:
-        raise ValueError(f"agent {kind!r} needs --model (a path or a model name)")
-    if kind == "openai" and base_url is None:
-        raise ValueError("agent 'openai' needs --base-url (the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
-    kwargs: dict[str, Any] = {"model": model, "seed": seed}
-    if base_url is not None:
-        kwargs["base_url"] = base_url
-    if temperature is not None:
-        kwargs["temperature"] = temperature
-    if prompt_format is not None:
-        from proctor.agents.prompting import PromptConfig
 
-        kwargs["prompt"] = PromptConfig(format=prompt_format)
-    return make_agent(kind, **kwargs)
-
-
-def run_rollout(
-    env: str,
-    agent: Agent | str,
-    out: str | os.PathLike,
-    *,
-    split: str = "test",
-    tasks: int | list[str] | None = None,
-    samples: int = 1,
-    batch: int = 8,
-    seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    env_module: str | None = None,
-    workers: int = 0,
-    backend: str = "local",
-    step_timeout: float | None = 60.0,
-    progress: bool = True,
-    agent_options: dict[str, Any] | None = None,
-) -> RolloutResult:
-    """Roll out an agent (an `Agent`, or a kind for `build_agent` with `agent_options`) on env `env`.
-
-    `tasks`: the first N task ids of `split`, an explicit list, or all. `env_module` is imported first,
-    for environments registered outside proctor. Resumes into `out` if it already holds part of the run.
-    Returns the store and the summary of exactly the requested (task, sample) pairs.
-    """
-    if env_module:
-        importlib.import_module(env_module)
-    spec = EnvSpec(env, dict(env_kwargs or {}))
-    task_ids = list(tasks) if isinstance(tasks, list) else select_tasks(spec, split, tasks)
-    if isinstance(agent, str):
-        agent = build_agent(agent, seed=seed, **(agent_options or {}))
-    store = rollout(spec, agent, task_ids, out, split=split, samples_per_task=samples, batch_size=batch,
-                    seed=seed, workers=workers, backend=backend, step_timeout=step_timeout, progress=progress)
-    wanted = {(t, k) for t in task_ids for k in range(samples)}
-    return RolloutResult(store, summarize(t for t in store if t.key in wanted), task_ids)
+def latest_records(store: TrajectoryStore, wanted: set[tuple[str, int]]) -> list[Trajectory]:
+    """One trajectory per wanted (task, sample) key: a retried episode's record supersedes its failed one."""
+    best: dict[tuple[str, int], Trajectory] = {}
+    for t in store:
+        if t.key not in wanted:
+            continue
+        old = best.get(t.key)
+        if old is None or old.termination in ("env_error", "agent_error"):
+            best[t.key] = t
+    return list(best.values())

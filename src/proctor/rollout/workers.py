@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Self
 
-from proctor.envs.base import EnvSpec, TextEnv
+from proctor.envs.base import TextEnv
+from proctor.envs.registry import EnvSpec
 
 #: how long a new worker may take to start (import proctor and the env's module) before it is declared dead
 STARTUP_TIMEOUT_S = 180.0
@@ -36,7 +37,10 @@ _MAX_ERROR_CHARS = 4000
 
 @dataclass
 class Op:
-    """One request for one slot: `reset(task_id, seed)`, `step(action)` or `replay(task_id, seed, actions)`."""
+    """One request for one slot: `reset(task_id, seed)`, `step(action)`, `start(task_id, seed, actions)`
+    (reset and replay an action prefix; replies `(observation, info, done)`, info with the reset's task keys), `fork(source_slot)` (this slot
+    becomes an independent copy of another slot's live env, same worker), or the pool-internal
+    `replay(task_id, seed, actions)` that re-creates envs on a replaced worker."""
 
     slot: int
     kind: str
@@ -78,11 +82,25 @@ def run_op(envs: dict[int, TextEnv], spec: EnvSpec, op: Op) -> Reply:
     """Execute one op on the slot's env (built from `spec` on first use); exceptions become error replies."""
     start = time.perf_counter()
     try:
-        if op.kind in ("reset", "replay"):
+        if op.kind in ("reset", "replay", "start"):
             env = envs.get(op.slot)
             if env is None:
                 env = envs[op.slot] = spec.make()
-            value = env.reset(*op.args) if op.kind == "reset" else env.replay(*op.args)
+            if op.kind == "reset":
+                value = env.reset(*op.args)
+            else:
+                obs, info = env.replay(*op.args)
+                value = (obs, {**env.task_info, **info}, env.done) if op.kind == "start" else (obs, info)
+        elif op.kind == "fork":
+            source = envs.get(op.args[0])
+            if source is None:
+                raise RuntimeError(f"slot {op.args[0]} has no env to fork")
+            twin = source.clone()
+            old = envs.pop(op.slot, None)
+            if old is not None:
+                old.close()
+            envs[op.slot] = twin
+            value = None
         elif op.kind == "step":
             if op.slot not in envs:
                 raise RuntimeError(f"slot {op.slot} has no env (step before reset)")
@@ -125,6 +143,15 @@ class EnvPool(ABC):
     @abstractmethod
     def step(self, slot: int, action: str) -> None: ...
 
+    @abstractmethod
+    def start(self, slot: int, task_id: str, seed: int, actions: list[str]) -> None:
+        """Queue: reset `task_id` and replay `actions`; the reply is `(observation, info, done)` after them."""
+
+    @abstractmethod
+    def fork(self, source: int, slot: int) -> None:
+        """Queue: make `slot` an independent copy of `source`'s live episode (clone, or exact replay of its
+        actions when the env cannot be copied or lives in another worker); the reply's value is None."""
+
     def release(self, slot: int) -> None:
         """The slot's episode is over (its env may be reused by the next reset)."""
 
@@ -155,6 +182,12 @@ class InProcessEnvPool(EnvPool):
 
     def step(self, slot: int, action: str) -> None:
         self._queue.append(Op(slot, "step", (action,)))
+
+    def start(self, slot: int, task_id: str, seed: int, actions: list[str]) -> None:
+        self._queue.append(Op(slot, "start", (task_id, seed, list(actions))))
+
+    def fork(self, source: int, slot: int) -> None:
+        self._queue.append(Op(slot, "fork", (source,)))
 
     def collect(self) -> dict[int, Reply]:
         ops, self._queue = self._queue, []
@@ -189,6 +222,7 @@ class HostedEnvPool(EnvPool):
         self.replacements = 0
         self._episodes: dict[int, _Episode] = {}
         self._broken: dict[int, str] = {}
+        self._forking: dict[int, _Episode | None] = {}
         self._outbox: dict[int, list[Op]] = {w: [] for w in range(self.n_workers)}
 
     def worker_of(self, slot: int) -> int:
@@ -215,6 +249,23 @@ class HostedEnvPool(EnvPool):
 
     def step(self, slot: int, action: str) -> None:
         self._outbox[self.worker_of(slot)].append(Op(slot, "step", (action,), self.step_timeout))
+
+    def start(self, slot: int, task_id: str, seed: int, actions: list[str]) -> None:
+        timeout = None if self.step_timeout is None else self.step_timeout * (len(actions) + 1)
+        self._outbox[self.worker_of(slot)].append(Op(slot, "start", (task_id, seed, list(actions)), timeout))
+
+    def fork(self, source: int, slot: int) -> None:
+        """Same worker: clone there; another worker: replay the source's recorded actions on it. Forks are
+        queued after the ops already queued, so fork after `collect()` has answered the source's step."""
+        ep = self._episodes.get(source)
+        if ep is None:
+            raise RuntimeError(f"slot {source} has no live episode to fork")
+        if self.worker_of(source) == self.worker_of(slot):
+            self._outbox[self.worker_of(slot)].append(Op(slot, "fork", (source,), self.step_timeout))
+            self._forking[slot] = ep
+        else:
+            self.start(slot, ep.task_id, ep.seed, ep.actions)
+            self._forking[slot] = None
 
     def release(self, slot: int) -> None:
         self._episodes.pop(slot, None)
@@ -262,6 +313,13 @@ class HostedEnvPool(EnvPool):
                 return
         elif op.kind == "reset":
             self._episodes[op.slot] = _Episode(op.args[0], op.args[1])
+        elif op.kind == "start":
+            self._episodes[op.slot] = _Episode(op.args[0], op.args[1], list(op.args[2]))
+            if self._forking.pop(op.slot, "") is None:
+                reply = Reply(reply.slot, True, None, reply.seconds)
+        elif op.kind == "fork":
+            ep = self._forking.pop(op.slot)
+            self._episodes[op.slot] = _Episode(ep.task_id, ep.seed, list(ep.actions))
         elif op.kind == "step":
             self._episodes[op.slot].actions.append(op.args[0])
         if op.kind != "replay":
@@ -390,22 +448,6 @@ class ProcessEnvPool(HostedEnvPool):
             self._conns.pop(w).close()
 
 
-def make_pool(spec: EnvSpec, n_slots: int, workers: int = 0, backend: str = "local",
-              step_timeout: float | None = 60.0, **backend_options: Any) -> EnvPool:
-    """`workers=0`: in-process; `workers>0`: that many worker processes (`backend="local"`) or Ray actors
-    (`backend="ray"`, needs the `ray` extra)."""
-    if backend == "ray":
-        from proctor.rollout.ray_backend import RayEnvPool
-
-        return RayEnvPool(spec, n_slots, max(1, workers), step_timeout, **backend_options)
-    if backend != "local":
-        raise ValueError(f"unknown rollout backend {backend!r}; choose 'local' or 'ray'")
-    if workers <= 0:
-        return InProcessEnvPool(spec, n_slots)
-    return ProcessEnvPool(spec, n_slots, workers, step_timeout, **backend_options)
-
-
 __all__ = [
-    "EnvPool", "HostedEnvPool", "InProcessEnvPool", "Op", "ProcessEnvPool", "Reply", "env_module",
-    "make_pool", "run_op",
+    "EnvPool", "HostedEnvPool", "InProcessEnvPool", "Op", "ProcessEnvPool", "Reply", "env_module", "run_op",
 ]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from proctor.agents.base import Prefix
-from proctor.agents.experts import register_expert
+from proctor.prompts.turns import Prefix
+from proctor.envs.experts import register_expert
 from proctor.envs.household.grammar import NOTHING, parse_command, parse_listing
 from proctor.envs.household.tasks import TaskSpec, parse_task
 from proctor.envs.household.world import (

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from proctor.agents.base import Prefix
-from proctor.agents.experts import register_expert
+from proctor.prompts.turns import Prefix
+from proctor.envs.experts import register_expert
 from proctor.envs.twenty_questions.knowledge import load_objects
 from proctor.envs.twenty_questions.questions import (
     Query,

@@ -1,7 +1,11 @@
-"""Registrations of the adapters for third-party environments (each an optional extra, imported lazily)
-and of the built-in `shop` env (WebShop's flow over a generated catalog)."""
+"""Every env proctor ships: the built-in pure-Python envs (registered by importing their packages) and the
+adapters for third-party environments (each an optional extra, registered by import path and imported only
+when made)."""
 
-from proctor.envs import shop  # noqa: F401  (registers "shop")
+import proctor.envs.arithmetic
+import proctor.envs.household
+import proctor.envs.shop
+import proctor.envs.twenty_questions  # noqa: F401  (the imports above register the built-in envs)
 from proctor.envs.registry import register_lazy
 
 register_lazy("alfworld", "proctor.envs.alfworld:ALFWorldEnv", "alfworld",

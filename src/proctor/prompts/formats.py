@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from proctor.agents.base import Candidate
+from proctor.prompts.turns import Candidate
 
 OutputFormat = Literal["plain", "reason_action", "thought_action", "xml"]
 FORMATS: tuple[str, ...] = ("plain", "reason_action", "thought_action", "xml")

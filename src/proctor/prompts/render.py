@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.agents.base import Candidate, Prefix
-from proctor.agents.formats import FORMAT_INSTRUCTIONS, OutputFormat, read_output, write_output
+from proctor.prompts.formats import FORMAT_INSTRUCTIONS, OutputFormat, read_output, write_output
+from proctor.prompts.turns import Candidate, Prefix
 from proctor.trajectory import Step, Trajectory
 
 #: the `Step.info` keys that describe the state before the action (what `prefix_at` puts in `Prefix.info`)

@@ -1,0 +1,271 @@
+"""The agent registry: every agent kind has a pydantic config, and `make_agent` builds one from it.
+
+    make_agent({"kind": "mixture", "components": [{"agent": {"kind": "expert"}, "weight": 0.7},
+                                                  {"agent": {"kind": "random"}, "weight": 0.3}]})
+    make_agent("epsilon", epsilon=0.3)          # the oracle, a random admissible action at rate 0.3
+
+A new kind is one config class with a `build()` method, registered with `@register_agent("name")`.
+Configs nest (a mixture's components are agent configs), so YAML files and `--agent-arg` can name any
+combination. `AGENT_KINDS` and the CLI's help are derived from this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proctor.agents.base import Agent
+from proctor.envs.experts import all_expert_kinds
+from proctor.prompts.render import PromptConfig
+
+_KINDS: dict[str, type[AgentSpec]] = {}
+
+
+class AgentSpec(BaseModel):
+    """Base of every agent config: `kind` names the registry entry, `build()` makes the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+
+    def build(self) -> Agent:
+        raise NotImplementedError
+
+
+def register_agent(kind: str, description: str = "") -> Callable[[type[AgentSpec]], type[AgentSpec]]:
+    """Class decorator: register an `AgentSpec` subclass as agent `kind`."""
+
+    def deco(cls: type[AgentSpec]) -> type[AgentSpec]:
+        if kind in _KINDS:
+            raise ValueError(f"agent kind {kind!r} is already registered")
+        cls.description = description or (cls.__doc__ or "").strip().splitlines()[0]
+        _KINDS[kind] = cls
+        return cls
+
+    return deco
+
+
+def agent_kinds() -> dict[str, str]:
+    """The registered kinds with their one-line descriptions."""
+    return {k: _KINDS[k].description for k in sorted(_KINDS)}
+
+
+def agent_config(data: AgentSpec | Mapping[str, Any] | str) -> AgentSpec:
+    """Validate an agent config (a dict with `kind`, a kind name, or a config already made)."""
+    if isinstance(data, AgentSpec):
+        return data
+    if isinstance(data, str):
+        data = {"kind": data}
+    if not isinstance(data, Mapping) or "kind" not in data:
+        raise ValueError(f"an agent config needs a 'kind' (one of {', '.join(sorted(_KINDS))}), got {data!r}")
+    kind = data["kind"]
+    if kind not in _KINDS:
+        raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(sorted(_KINDS))}")
+    return _KINDS[kind].model_validate(dict(data))
+
+
+def make_agent(config: AgentSpec | Mapping[str, Any] | str, /, **kwargs: Any) -> Agent:
+    """Build an agent from a config, or from a kind name plus its fields as keyword arguments."""
+    if kwargs:
+        if not isinstance(config, str):
+            raise TypeError("make_agent: keyword arguments go with a kind name, not with a config")
+        config = {"kind": config, **kwargs}
+    try:
+        spec = agent_config(config)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ValueError(f"agent config: field '{loc}': {first['msg']}") from None
+    return spec.build()
+
+
+#: a nested agent config (a dict or a kind name in YAML)
+AgentConfig = Annotated[AgentSpec, BeforeValidator(agent_config)]
+
+
+def _known_expert(kind: str) -> str:
+    import proctor.envs  # noqa: F401  (registers the built-in envs' experts)
+
+    if kind not in all_expert_kinds():
+        raise ValueError(f"unknown expert {kind!r}; registered: {', '.join(all_expert_kinds())}")
+    return kind
+
+
+# -- the built-in kinds -----------------------------------------------------------------------------
+@register_agent("expert")
+class ExpertConfig(AgentSpec):
+    """A scripted expert of the env (`oracle` reads the env's privileged hint)."""
+
+    kind: Literal["expert"] = "expert"
+    expert: str = Field(default="oracle", description="oracle, or an env's registered expert (household: search)")
+
+    @field_validator("expert")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        return _known_expert(v)
+
+    def build(self) -> Agent:
+        from proctor.agents.experts import ExpertAgent
+
+        return ExpertAgent(self.expert)
+
+
+@register_agent("random")
+class RandomConfig(AgentSpec):
+    """Uniform over the admissible actions (or `fallback_actions` when the env lists none)."""
+
+    kind: Literal["random"] = "random"
+    seed: int = 0
+    fallback_actions: list[str] | None = None
+
+    def build(self) -> Agent:
+        from proctor.agents.simple import RandomAgent
+
+        return RandomAgent(seed=self.seed, fallback_actions=self.fallback_actions)
+
+
+@register_agent("replay")
+class ReplayConfig(AgentSpec):
+    """The actions of stored trajectories again, matched by (env, task, sample)."""
+
+    kind: Literal["replay"] = "replay"
+    source: str = Field(description="a trajectory store directory")
+    check_observations: bool = True
+
+    def build(self) -> Agent:
+        from proctor.agents.simple import ReplayAgent
+        from proctor.trajectory import TrajectoryStore
+
+        return ReplayAgent(TrajectoryStore.open(self.source), check_observations=self.check_observations)
+
+
+@register_agent("hf")
+class HFConfig(AgentSpec):
+    """A local Hugging Face causal LM (batched generation, prefix KV cache)."""
+
+    kind: Literal["hf"] = "hf"
+    model: str = Field(description="model folder or hub name")
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0)
+    max_new_tokens: int = Field(default=48, ge=1)
+    stop: list[str] | None = None
+    seed: int | None = 0
+    batch_size: int | None = Field(default=None, ge=1)
+    device: str | None = None
+    dtype: str | None = None
+    prefix_cache: int = Field(default=64, ge=0)
+
+    def build(self) -> Agent:
+        from proctor.agents.hf import HFAgent
+
+        return HFAgent(self.model, prompt=self.prompt, temperature=self.temperature, top_p=self.top_p,
+                       top_k=self.top_k, max_new_tokens=self.max_new_tokens, stop=self.stop, seed=self.seed,
+                       batch_size=self.batch_size, device=self.device, dtype=self.dtype,
+                       prefix_cache=self.prefix_cache)
+
+
+@register_agent("openai")
+class OpenAIConfig(AgentSpec):
+    """A model behind an OpenAI-compatible server (vLLM, SGLang, `proctor serve`)."""
+
+    kind: Literal["openai"] = "openai"
+    model: str
+    base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str = "OPENAI_API_KEY"
+    endpoint: Literal["chat", "completions"] = "chat"
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    temperature: float = Field(default=1.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_tokens: int = Field(default=256, ge=1)
+    stop: list[str] | None = None
+    concurrency: int = Field(default=8, ge=1)
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=5, ge=0)
+    seed: int | None = 0
+
+    def build(self) -> Agent:
+        from proctor.agents.openai_agent import OpenAIAgent
+
+        return OpenAIAgent(self.base_url, self.model, api_key_env=self.api_key_env, endpoint=self.endpoint,
+                           prompt=self.prompt, temperature=self.temperature, top_p=self.top_p,
+                           max_tokens=self.max_tokens, stop=self.stop, concurrency=self.concurrency,
+                           timeout=self.timeout, max_retries=self.max_retries, seed=self.seed)
+
+
+class MixtureComponent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: AgentConfig
+    weight: float = Field(gt=0)
+
+
+@register_agent("mixture")
+class MixtureConfig(AgentSpec):
+    """A step's samples split across agents by weight (AgentPRM's mixture of policies)."""
+
+    kind: Literal["mixture"] = "mixture"
+    components: list[MixtureComponent] = Field(min_length=1)
+    seed: int | None = 0
+
+    def build(self) -> Agent:
+        from proctor.agents.composite import MixtureAgent
+
+        return MixtureAgent([(c.agent.build(), c.weight) for c in self.components], seed=self.seed)
+
+
+@register_agent("epsilon")
+class EpsilonExpertConfig(AgentSpec):
+    """An expert that takes a random admissible action instead at rate epsilon (ε-greedy exploration)."""
+
+    kind: Literal["epsilon"] = "epsilon"
+    expert: str = "oracle"
+    epsilon: float = Field(default=0.3, ge=0, le=1)
+    seed: int = 0
+
+    @field_validator("expert")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        return _known_expert(v)
+
+    def build(self) -> Agent:
+        from proctor.agents.composite import MixtureAgent
+        from proctor.agents.experts import ExpertAgent
+        from proctor.agents.simple import RandomAgent
+
+        if self.epsilon == 0:
+            return ExpertAgent(self.expert)
+        if self.epsilon == 1:
+            return RandomAgent(seed=self.seed)
+        return MixtureAgent([(ExpertAgent(self.expert), 1 - self.epsilon), (RandomAgent(seed=self.seed), self.epsilon)],
+                            seed=self.seed)
+
+
+@register_agent("switch")
+class SwitchConfig(AgentSpec):
+    """Roll in with one agent, switch to another at a random (or given) step."""
+
+    kind: Literal["switch"] = "switch"
+    roll_in: AgentConfig
+    roll_out: AgentConfig
+    switch_prob: float | None = Field(default=None, gt=0, le=1)
+    switch_steps: int | list[int] | dict[int, float] | None = None
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> SwitchConfig:
+        if (self.switch_prob is None) == (self.switch_steps is None):
+            raise ValueError("give exactly one of switch_prob and switch_steps")
+        return self
+
+    def build(self) -> Agent:
+        from proctor.agents.composite import SwitchAgent
+
+        return SwitchAgent(self.roll_in.build(), self.roll_out.build(), switch_prob=self.switch_prob,
+                           switch_steps=self.switch_steps, seed=self.seed)
+
+
+AGENT_KINDS: tuple[str, ...] = tuple(sorted(_KINDS))

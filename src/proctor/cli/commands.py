@@ -1,0 +1,20 @@
+"""Imports every verb module so that each registers its commands on `proctor.cli.root.app`."""
+
+from __future__ import annotations
+
+import importlib
+
+from proctor.cli.root import app
+
+#: the verb modules, in the order their commands appear in `proctor --help`
+VERB_MODULES = ("quickstart_cmd", "envs_cmd", "rollout_cmd", "targets_cmd", "prm_cmd", "train_cmd",
+                "serve_cmd")
+
+for _name in VERB_MODULES:
+    try:
+        importlib.import_module(f"proctor.cli.{_name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"proctor.cli.{_name}":
+            raise
+
+__all__ = ["app"]

@@ -1,0 +1,13 @@
+"""The `proctor` typer application; every `*_cmd.py` module adds its commands to it."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="proctor",
+    help="Process reward models for LLM agents: rollouts, per-step targets, PRM training, search.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)

@@ -1,0 +1,58 @@
+"""`RolloutConfig`: everything one rollout stage needs, validated before any episode runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from proctor.agents.registry import AgentConfig, agent_config
+from proctor.rollout.starts import PrefixLengths
+
+
+class StartConfig(BaseModel):
+    """Start from stored prefixes instead of the tasks' first states (`proctor rollout --from`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Path = Field(description="trajectory store whose trajectories' action prefixes are replayed")
+    prefix_lengths: PrefixLengths = Field(
+        default="steps", description="'steps': k = 1..T (Math-Shepherd); 'states': k = 0..T-1; or a list of k")
+    completions: int = Field(default=4, ge=1, description="completions per prefix")
+
+
+class RolloutConfig(BaseModel):
+    """One rollout stage: which env and tasks, which agent, how many samples, where to, how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(description="registered env name (`proctor envs`)")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments")
+    env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
+    agent: AgentConfig = Field(default_factory=lambda: agent_config("random"),
+                               description="agent config: {kind: ..., ...} (see `proctor agents`)")
+    out: Path = Field(description="trajectory store directory (re-run to resume)")
+    split: str = "test"
+    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    samples: int = Field(default=1, ge=1, description="rollouts per task (K)")
+    batch: int = Field(default=8, ge=1, description="envs stepped together (B)")
+    seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
+    workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
+    backend: Literal["local", "ray"] = "local"
+    step_timeout: float | None = Field(default=60.0, gt=0,
+                                       description="seconds before a worker env op (reset, step) counts as hung")
+    retry_failed: bool = Field(default=False, description="re-run stored episodes that ended in env/agent errors")
+    max_agent_failures: int | None = Field(default=3, ge=1,
+                                           description="stop when the agent's first N calls all fail")
+    start: StartConfig | None = None
+    progress: bool = True
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be >= 1, got {v}")
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("has duplicate task ids")
+        return v
