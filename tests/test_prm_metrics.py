@@ -19,6 +19,9 @@ def test_step_accuracy_and_brier():
 def test_auroc():
     # positives {0.9, 0.4}, negatives {0.6, 0.2}: pairs won 0.9>0.6, 0.9>0.2, 0.4>0.2, lost 0.4<0.6 → 3/4
     assert m.auroc(S, Y) == pytest.approx(0.75)
+    # ties count one half: positives {0.5, 0.5}, negatives {0.5, 0.1}: 2 pairs tied, 2 won → (2·½ + 2)/4
+    assert m.auroc([0.5, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
+    assert m.auroc([0.1, 0.2, 0.3], [1, 1, 0]) == 0.0
     with pytest.raises(ValueError, match="both"):
         m.auroc([0.1, 0.2], [1, 1])
 
