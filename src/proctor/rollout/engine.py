@@ -108,7 +108,7 @@ def rollout(
         env_spec = EnvSpec(env_spec.name, {**env_spec.kwargs, "expert_hints": True})
     identity = {"env": env_spec.name, "env_kwargs": env_spec.kwargs, "split": split, "seed": seed,
                 "agent": agent.describe(), "start_from": start_from}
-    store = open_store(store, identity)
+    store = open_store(store, identity).lock()  # one writing process per store, before reading what is done
     failed = ("env_error", "agent_error") if retry_failed else ()
     done = {t.key for t in store if t.termination not in failed}
     if tasks and isinstance(tasks[0], WorkItem):
