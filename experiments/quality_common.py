@@ -26,7 +26,7 @@ from proctor.prm.config import PRMTrainConfig
 from proctor.prm.data import StepwiseExample, write_stepwise
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.trainer import train_prm
-from proctor.rollout.episode import step_info
+from proctor.episode import step_info
 from proctor.trajectory import Step, Trajectory
 
 

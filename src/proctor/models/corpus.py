@@ -9,41 +9,33 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from proctor.episode import WorkItem, play
+from proctor.prompts.render import prefix_at
+from proctor.prompts.turns import Candidate, Prefix
+
 CORPUS_VERSION = 1
 DEFAULT_ENVS: tuple[str, ...] = ("household", "twenty_questions", "arithmetic")
 
-Policy = Callable[[dict[str, Any]], "str | None"]
+Policy = Callable[[Prefix], "Candidate | None"]
 
 
-def _oracle(info: dict[str, Any]) -> str | None:
-    return info.get("expert_action")
+def _oracle(prefix: Prefix) -> Candidate | None:
+    action = prefix.info.get("expert_action")
+    return Candidate(action) if action else None
 
 
 def _random(rng: random.Random) -> Policy:
-    def policy(info: dict[str, Any]) -> str | None:
-        admissible = info.get("admissible_actions")
-        return rng.choice(admissible) if admissible else None
+    def policy(prefix: Prefix) -> Candidate | None:
+        admissible = prefix.admissible_actions
+        return Candidate(rng.choice(admissible)) if admissible else None
 
     return policy
 
 
-def run_episode(env: Any, task_id: str, seed: int, policy: Policy):
-    """Play one episode; returns the final `Prefix` (full history). Stops early when `policy` gives None."""
-    from proctor.prompts.turns import Prefix
-    from proctor.trajectory import Step
-
-    obs, info = env.reset(task_id, seed)
-    steps: list[Step] = []
-    while not env.done:
-        action = policy(info)
-        if action is None:
-            break
-        next_obs, reward, done, next_info = env.step(action)
-        steps.append(Step(observation=obs, action=action, reward=reward, done=done,
-                          info={"admissible_actions": info.get("admissible_actions")}))
-        obs, info = next_obs, next_info
-    return Prefix(env=env.name, task_id=task_id, task=env.task, observation=obs, history=steps,
-                  info={"admissible_actions": info.get("admissible_actions")}, seed=seed)
+def run_episode(env: Any, task_id: str, seed: int, policy: Policy) -> Prefix:
+    """Play one episode (`proctor.episode.play`); returns its final `Prefix` (full history)."""
+    traj = play(env, WorkItem(task_id, 0, seed), policy)
+    return prefix_at(traj, len(traj.steps))
 
 
 def episode_texts(prefix: Any) -> Iterator[str]:

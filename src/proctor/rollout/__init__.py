@@ -4,7 +4,7 @@ summary table. The stage entry point is `run_rollout(RolloutConfig)`."""
 
 from proctor.rollout.config import RolloutConfig, StartConfig
 from proctor.rollout.engine import AgentFailing, plan, rollout
-from proctor.rollout.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.pools import make_pool
 from proctor.rollout.run import RolloutResult, run_rollout, select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize, summary_table, wilson_interval

@@ -21,7 +21,7 @@ from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate
 from proctor.envs.registry import EnvSpec
-from proctor.rollout.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.trajectory import TrajectoryStore

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from proctor.rollout.episode import WorkItem, completion_sample
+from proctor.episode import WorkItem, completion_sample
 from proctor.trajectory import Trajectory
 
 #: which prefix lengths k to start from: every k in 1..T, every k in 0..T-1 (the states), or a given list

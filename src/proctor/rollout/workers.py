@@ -353,8 +353,59 @@ class HostedEnvPool(EnvPool):
             self._send(w, list(queue))
 
 
-def _worker_main(conn: Connection, spec: EnvSpec, module: str) -> None:
-    """A worker process: host envs by slot and answer batches of ops, one reply per op, in order."""
+#: how often a worker checks that the process that started it is still alive
+PARENT_CHECK_S = 0.5
+
+
+def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
+    """The worker was re-parented (its parent died), or the pool's process no longer exists."""
+    if os.getppid() != first_ppid:
+        return True
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return False
+
+
+def die_with_parent(parent_pid: int, kernel_signal: bool) -> None:
+    """End this worker process as soon as the pool's process `parent_pid` is gone, even mid env call.
+
+    Two guards: with `kernel_signal` (the pool was started from the main thread; Linux), the kernel sends
+    SIGKILL when the parent dies (`prctl(PR_SET_PDEATHSIG)`, see prctl(2): it fires when the *thread* that
+    started the child exits, hence only from the main thread); and a daemon thread polls every
+    `PARENT_CHECK_S` seconds (re-parenting, or `parent_pid` gone) and exits the process (`os._exit`),
+    which also covers other platforms and pools started from other threads.
+    """
+    import sys
+    import threading
+
+    if kernel_signal and sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    first_ppid = os.getppid()
+    if _parent_gone(parent_pid, first_ppid) or (first_ppid != parent_pid and first_ppid == 1):
+        os._exit(1)  # the parent died before the guards were set
+
+    def watch() -> None:
+        while not _parent_gone(parent_pid, first_ppid):
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="proctor-parent-watchdog", daemon=True).start()
+
+
+def _worker_main(conn: Connection, spec: EnvSpec, module: str, parent_pid: int | None = None,
+                 kernel_signal: bool = False) -> None:
+    """A worker process: host envs by slot and answer batches of ops, one reply per op, in order; it dies
+    with its parent (`die_with_parent`)."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid, kernel_signal)
     importlib.import_module(module)
     envs: dict[int, TextEnv] = {}
     conn.send(("ready", os.getpid()))
@@ -384,9 +435,13 @@ class ProcessEnvPool(HostedEnvPool):
         self._start(list(range(self.n_workers)))
 
     def _start(self, workers: list[int]) -> None:
+        import threading
+
         for w in workers:
             parent, child = self._ctx.Pipe(duplex=True)
-            proc = self._ctx.Process(target=_worker_main, args=(child, self.spec, self.module),
+            from_main = threading.current_thread() is threading.main_thread()
+            proc = self._ctx.Process(target=_worker_main,
+                                     args=(child, self.spec, self.module, os.getpid(), from_main),
                                      name=f"proctor-env-{w}", daemon=True)
             proc.start()
             child.close()

@@ -2,14 +2,17 @@
 
 An `Episode` is a live (task, sample) in some env: the state the agent acts in next (`prefix()`), the steps
 taken so far (`record()` appends one per env reply) and, when it ends, its `Trajectory` (`finish()`). The
-rollout engine, completions from stored prefixes and beam search all build trajectories through it, so
-they share one definition of a step's fields, of truncation and of how an episode ends.
+batched rollout engine (`proctor.rollout`), completions from stored prefixes, beam search and the tiny
+model's tokenizer corpus (`play`, one env in this process) all build trajectories through it, so they share
+one definition of a step's fields, of truncation and of how an episode ends. It sits just above `prompts`,
+so every layer can use it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,3 +133,21 @@ class Episode:
                      "wall_s": time.monotonic() - self.started},
             meta={"run_seed": run_seed, **dict(self.item.meta)},
         )
+
+
+def play(env: Any, item: WorkItem, act: Callable[[Prefix], Candidate | None], *, split: str = "train",
+         agent: str = "policy", run_seed: int = 0) -> Trajectory:
+    """Play one episode of `item` in `env` (a `TextEnv`, in this process) with `act(prefix) -> Candidate`;
+    `act` returning None stops the episode there (termination `failure`). Env errors propagate."""
+    if item.start:
+        obs, info = env.replay(item.task_id, item.seed, [s.action for s in item.start])
+        info = {**env.task_info, **info}
+    else:
+        obs, info = env.reset(item.task_id, item.seed)
+    ep = Episode.begin(env.name, item, obs, info)
+    while not env.done:
+        candidate = act(ep.prefix())
+        if candidate is None:
+            return ep.finish("failure", split=split, agent=agent, run_seed=run_seed)
+        ep.record(candidate, *env.step(candidate.action))
+    return ep.finish(termination_of(ep.info), split=split, agent=agent, run_seed=run_seed)
