@@ -76,3 +76,14 @@ def test_inverse_missing_resample_names_expert_and_step():
     expert, _, policy = _inverse_inputs()
     with pytest.raises(CreditError, match=r"'exp', field 'resampled\[step=1\]'"):
         run_method("inverse", Sources([expert], completions=[], policy=policy))
+
+
+def test_inverse_truncated_last_step_is_not_terminal():
+    """A policy rollout cut by the step limit: its last step yields no (terminal) transition, and the step
+    before it bootstraps from it (non-terminal, a' = the last action)."""
+    expert, resample, _ = _inverse_inputs()
+    cut = traj("cut", [("o0", "x"), ("o1", "z")], False, sample=5, termination="max_steps")
+    cut.steps[-1].done = cut.steps[-1].truncated = True
+    recs = run_method("inverse", Sources([expert], completions=[resample], policy=[cut]), {"balance": False}).records
+    rows = [(r.trajectory_id, r.step, r.next_action, r.terminal) for r in recs if r.trajectory_id == "cut"]
+    assert rows == [("cut", 0, "z", False)]

@@ -195,3 +195,18 @@ def test_progress_records_and_value_rendering(tokenizer):
     with pytest.raises(DataError, match="1 labels"):
         render_states(tokenizer, trajs[0], [1.0])
     assert isinstance(v, StepwiseExample)
+
+
+def test_value_rendering_on_trajectories_with_admissible_actions(tokenizer):
+    """Household-like steps carry admissible lists: a value model's states render with the PRM prompt
+    (no lists), so each state's text extends the previous one; asking for the lists is refused."""
+    from proctor.prompts import PromptConfig
+
+    trajs = rollouts()
+    t = trajs[0].model_copy(deep=True)
+    for i, step in enumerate(t.steps):
+        step.info["admissible_actions"] = ["open door", "unlock box", f"look {i}"]
+    v = render_states(tokenizer, t, [0.5, 1.0])
+    assert v.num_steps == 2 and all("Admissible actions" not in c for c in v.completions)
+    with pytest.raises(DataError, match="show_admissible=False"):
+        render_states(tokenizer, t, [0.5, 1.0], PromptConfig(show_admissible=True))

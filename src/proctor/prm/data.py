@@ -287,7 +287,7 @@ def _marked_chat(
 PRM_PROMPT = PromptConfig(history=None, show_admissible=False)
 
 
-def _check_cfg(cfg: PromptConfig) -> None:
+def check_prm_prompt(cfg: PromptConfig) -> None:
     if cfg.history is not None:
         raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
     if cfg.show_admissible:
@@ -306,7 +306,7 @@ def render_trajectory(
     k is the text from the end of step k−1's marker through action k (the observations in between
     included), so `prompt + Σ (step + marker)` is the chat-template text of the whole trajectory."""
     cfg = cfg or PRM_PROMPT
-    _check_cfg(cfg)
+    check_prm_prompt(cfg)
     if not traj.steps:
         raise DataError(f"trajectory {traj.id}: has no steps")
     if len(labels) != len(traj.steps):
@@ -342,7 +342,7 @@ def render_candidates(
     candidate action, the suffix `formatted action + marker`: prefix + suffix is exactly the text
     `render_trajectory` gives a trajectory that took that action."""
     cfg = cfg or PRM_PROMPT
-    _check_cfg(cfg)
+    check_prm_prompt(cfg)
     shared = _marked_chat(tokenizer, prefix, cfg, marker, generation_prompt=True)
     return shared, [format_action(a, None, cfg) + marker for a in actions]
 

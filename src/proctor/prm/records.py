@@ -24,7 +24,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
-from proctor.prm.data import DataError, StepwiseExample, read_json_records, render_trajectory
+from proctor.prm.data import (
+    PRM_PROMPT,
+    DataError,
+    StepwiseExample,
+    check_prm_prompt,
+    read_json_records,
+    render_trajectory,
+)
 from proctor.trajectory import Trajectory
 
 
@@ -79,9 +86,8 @@ def render_states(
     """A trajectory with the marker after each state s_t (its inference prompt, ending with the assistant
     generation prompt): step t is the text that state t adds to state t−1, so `Σ (step + marker)` is the
     chat text of the whole trajectory (without its last action) with a marker at every decision point."""
-    cfg = cfg or PromptConfig()
-    if cfg.history is not None:
-        raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
+    cfg = cfg or PRM_PROMPT
+    check_prm_prompt(cfg)
     if len(labels) != len(traj.steps) or not traj.steps:
         raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
     texts = [render_prompt(tokenizer, prefix_at(traj, t), cfg) for t in range(len(traj.steps))]
