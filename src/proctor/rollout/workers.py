@@ -357,43 +357,44 @@ class HostedEnvPool(EnvPool):
 PARENT_CHECK_S = 0.5
 
 
-def _parent_gone(parent_pid: int, first_ppid: int) -> bool:
-    """The worker was re-parented (its parent died), or the pool's process no longer exists."""
-    if os.getppid() != first_ppid:
-        return True
+def _alive(pid: int) -> bool:
     try:
-        os.kill(parent_pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
         pass
-    return False
+    return True
 
 
 def die_with_parent(parent_pid: int, kernel_signal: bool) -> None:
     """End this worker process as soon as the pool's process `parent_pid` is gone, even mid env call.
 
     Two guards: with `kernel_signal` (the pool was started from the main thread; Linux), the kernel sends
-    SIGKILL when the parent dies (`prctl(PR_SET_PDEATHSIG)`, see prctl(2): it fires when the *thread* that
-    started the child exits, hence only from the main thread); and a daemon thread polls every
-    `PARENT_CHECK_S` seconds (re-parenting, or `parent_pid` gone) and exits the process (`os._exit`),
-    which also covers other platforms and pools started from other threads.
+    SIGKILL when the parent dies (`prctl(PR_SET_PDEATHSIG)`; see prctl(2): it fires when the *thread* that
+    started the child exits, hence only from the main thread); and a daemon thread checks every
+    `PARENT_CHECK_S` seconds that the worker was not re-parented and `parent_pid` exists, else exits the
+    process (`os._exit`): this also covers other platforms and pools started from other threads.
     """
     import sys
     import threading
 
-    if kernel_signal and sys.platform.startswith("linux"):
+    direct = os.getppid() == parent_pid  # spawn/fork; a forkserver's children have another parent
+    if kernel_signal and direct and sys.platform.startswith("linux"):
         import ctypes
         import signal
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-    first_ppid = os.getppid()
-    if _parent_gone(parent_pid, first_ppid) or (first_ppid != parent_pid and first_ppid == 1):
+
+    def gone() -> bool:
+        return (direct and os.getppid() != parent_pid) or not _alive(parent_pid)
+
+    if gone():
         os._exit(1)  # the parent died before the guards were set
 
     def watch() -> None:
-        while not _parent_gone(parent_pid, first_ppid):
+        while not gone():
             time.sleep(PARENT_CHECK_S)
         os._exit(1)
 
