@@ -11,6 +11,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from proctor.cli.options import fail
+from proctor.credit.registry import methods
 from proctor.cli.root import app
 
 console = Console()
@@ -40,12 +42,18 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for row in summary.get("label_histogram", []):
         labels.add_row(f"[{row['lo']:.4g}, {row['hi']:.4g}]", str(row["count"]))
     console.print(labels)
+    truth = summary.get("ground_truth")
+    if truth:
+        auroc = "n/a (" + truth.get("auroc_note", "") + ")" if truth["auroc"] is None else f"{truth['auroc']:.3f}"
+        console.print(f"labels vs ground truth info[{truth['key']!r}] on {truth['n']} steps "
+                      f"({truth['positives']} correct): AUROC {auroc}, accuracy {truth['accuracy']:.3f}")
+    if summary.get("warning"):
+        console.print(f"[yellow]warning:[/yellow] {summary['warning']}")
 
 
 @app.command("targets")
 def targets(
-    method: Annotated[str, typer.Option("--method", "-m", help="mc-q | mc-v | preference | math-shepherd | "
-                                        "inverse | shaped | spa | grpo | loo | gigpo")],
+    method: Annotated[str, typer.Option("--method", "-m", help=" | ".join(methods()))],
     inp: Annotated[Path, typer.Option("--in", help="trajectory store, .parquet file, or saved HF dataset")],
     out: Annotated[Path, typer.Option("--out", help="output directory (targets.parquet, summary.json)")],
     param: Annotated[list[str], typer.Option("--param", "-p", help="method parameter KEY=VALUE (repeatable), "
@@ -62,51 +70,20 @@ def targets(
         "--write-back", help="also write a store of the trajectories with Step.targets filled")] = None,
 ) -> None:
     """Turn outcome-only trajectories into labelled steps and print a summary."""
-    from proctor.credit import (
-        CreditError,
-        Sources,
-        check_no_leak,
-        make_config,
-        run_method,
-        split_tasks,
-        with_splits,
-    )
-    from proctor.credit.io import load_trajectories, write_records
-    from proctor.credit.io import write_back as fill_targets
-    from proctor.credit.records import LabelledStep
-    from proctor.trajectory import TrajectoryStore
+    from pydantic import ValidationError
+
+    from proctor.credit import CreditError
+    from proctor.credit.stage import TargetsConfig, run_targets
 
     try:
-        cfg = make_config(method, _parse_params(param))
-        t0 = time.perf_counter()
-        with console.status(f"reading {inp}"):
-            trajs = load_trajectories(inp)
-            comps = load_trajectories(completions) if completions else None
-            pol = load_trajectories(policy) if policy else None
-        if split == "task":
-            fr = tuple(float(x) for x in fractions.split(","))
-            tasks = [(t.env, t.task_id) for group in (trajs, comps or [], pol or []) for t in group]
-            assignment = split_tasks(tasks, fr, seed)
-            trajs = with_splits(trajs, assignment)
-            comps = with_splits(comps, assignment) if comps is not None else None
-            pol = with_splits(pol, assignment) if pol is not None else None
-        elif split != "keep":
-            raise typer.BadParameter(f"--split must be 'task' or 'keep', got {split!r}", param_hint="--split")
-        with console.status(f"computing {method} targets for {len(trajs)} trajectories"):
-            result = run_method(method, Sources(trajs, completions=comps, policy=pol), cfg)
-            check_no_leak(result.records)
-        seconds = time.perf_counter() - t0
-        with console.status(f"writing {len(result.records)} records to {out}"):
-            info = {"method": method, "params": cfg.model_dump(mode="json"), "input": str(inp),
-                    "dropped": result.dropped, "seconds": round(seconds, 3), "split": split}
-            summary = write_records(result.records, out, info)
-            if write_back is not None:
-                if not all(isinstance(r, LabelledStep) for r in result.records):
-                    raise ValueError(f"--write-back needs step records; method {method!r} makes other records")
-                with TrajectoryStore(write_back, meta={"targets": method}) as store:
-                    store.extend(fill_targets(trajs, result.records))
+        cfg = TargetsConfig(method=method, params=_parse_params(param), input=inp, out=out, completions=completions,
+                            policy=policy, split=split, fractions=tuple(float(x) for x in fractions.split(",")),
+                            seed=seed, write_back=write_back)
+        with console.status(f"computing {method} targets from {inp}"):
+            summary = run_targets(cfg)
+    except ValidationError as e:
+        fail(e, where="options")
     except (CreditError, ValueError, KeyError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+        fail(e)
     _print_summary(summary)
     console.print(f"wrote {out / 'targets.parquet'}")

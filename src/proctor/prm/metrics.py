@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from proctor.stats import auroc  # noqa: F401  (re-exported: PRM metrics read it from here)
+
 
 def _arrays(scores: Sequence[float], labels: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
@@ -22,27 +24,6 @@ def step_accuracy(scores: Sequence[float], labels: Sequence[float], threshold: f
     """mean 𝟙[(s ≥ threshold) = (y ≥ 0.5)]."""
     s, y = _arrays(scores, labels)
     return float(np.mean((s >= threshold) == (y >= 0.5)))
-
-
-def auroc(scores: Sequence[float], labels: Sequence[float]) -> float:
-    """Area under the ROC curve, labels thresholded at 0.5; needs both classes present.
-
-    The Mann–Whitney form: AUROC = (R₊ − n₊(n₊+1)/2) / (n₊·n₋), where R₊ is the sum of the positives'
-    ranks among all scores (ties get their average rank), i.e. P(s₊ > s₋) + ½·P(s₊ = s₋)."""
-    s, y = _arrays(scores, labels)
-    classes = y >= 0.5
-    if classes.all() or not classes.any():
-        raise ValueError("AUROC needs both correct and wrong steps among the labels")
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s), dtype=float)
-    sorted_s = s[order]
-    start = 0
-    for end in range(1, len(s) + 1):
-        if end == len(s) or sorted_s[end] != sorted_s[start]:
-            ranks[order[start:end]] = (start + end + 1) / 2.0  # the average of ranks start+1 .. end
-            start = end
-    n_pos, n_neg = int(classes.sum()), int((~classes).sum())
-    return float((ranks[classes].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def brier_score(scores: Sequence[float], labels: Sequence[float]) -> float:
