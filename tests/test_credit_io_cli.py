@@ -93,9 +93,9 @@ def test_cli_task_split_and_math_shepherd(tmp_path):
 def test_cli_errors_are_clear(store, tmp_path):
     res = runner.invoke(app, ["targets", "--method", "mc-q", "--in", str(store), "--out", str(tmp_path / "o"),
                               "-p", "gamma=7"])
-    assert res.exit_code == 1 and "gamma" in res.output
+    assert res.exit_code == 2 and "gamma" in res.output
     res = runner.invoke(app, ["targets", "--method", "nope", "--in", str(store), "--out", str(tmp_path / "o")])
-    assert res.exit_code == 1 and "unknown credit method" in res.output
+    assert res.exit_code == 2 and "unknown credit method" in res.output
     res = runner.invoke(app, ["targets", "--method", "math-shepherd", "--in", str(store),
                               "--out", str(tmp_path / "o")])
-    assert res.exit_code == 1 and "completions" in res.output
+    assert res.exit_code == 2 and "completions" in res.output
