@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from proctor.agents import Agent, AgentError, RandomAgent
 from proctor.agents.experts import ExpertAgent
 from proctor.envs.registry import EnvSpec
 from proctor.rollout import episode_seed, plan, rollout, summarize, wilson_interval
@@ -172,3 +173,38 @@ def test_progress_counts_success_and_errors():
     lines = sink.getvalue().splitlines()
     assert lines[0].startswith("[rollout] 2/4 episodes") and "success 100.0% of 1" in lines[0]
     assert lines[-1].startswith("[rollout] 4/4 episodes") and "success 33.3% of 3, 1 errors (done)" in lines[-1]
+
+
+class _FlakyAgent(Agent):
+    """Random actions, but every call fails while `broken` is set."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.inner = RandomAgent(seed=0)
+
+    def act(self, prefixes, n=1):
+        if self.broken:
+            raise AgentError("model server down")
+        return self.inner.act(prefixes, n)
+
+
+def test_retry_failed_reruns_only_errored_pairs_and_the_breaker_stops_a_dead_agent(tmp_path):
+    from proctor.rollout import AgentFailing
+
+    agent = _FlakyAgent()
+    spec = EnvSpec("household", {"max_steps": 3})
+    tasks = EnvSpec("household").make().task_ids("test")[:4]
+    with pytest.raises(AgentFailing, match="first 3 calls.*model server down"):
+        rollout(spec, agent, tasks, tmp_path / "s", batch_size=1, progress=False)
+    failed = TrajectoryStore.open(tmp_path / "s").load()
+    assert len(failed) == 3 and {t.termination for t in failed} == {"agent_error"}
+    agent.broken = False
+    store = rollout(spec, agent, tasks, tmp_path / "s", batch_size=2, progress=False)  # resume: only the 4th
+    by_task = {t.task_id: t.termination for t in store}
+    assert len(by_task) == 4 and by_task[tasks[3]] != "agent_error"
+    assert [by_task[t] for t in tasks[:3]] == ["agent_error"] * 3
+    store = rollout(spec, agent, tasks, tmp_path / "s", batch_size=2, progress=False, retry_failed=True)
+    trajs = store.load()
+    assert len(trajs) == 4 and all(t.termination != "agent_error" for t in trajs)

@@ -13,7 +13,7 @@ from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
 from proctor.rollout.starts import completion_items
 from proctor.rollout.summary import RolloutSummary, summarize
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.trajectory import TrajectoryStore
 
 log = logging.getLogger(__name__)
 
@@ -85,16 +85,5 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
         wanted = {w.key for w in tasks}
     else:
         wanted = {(t, k) for t in task_ids for k in range(cfg.samples)}
-    return RolloutResult(store, summarize(latest_records(store, wanted)), task_ids)
+    return RolloutResult(store, summarize(t for t in store if t.key in wanted), task_ids)
 
-
-def latest_records(store: TrajectoryStore, wanted: set[tuple[str, int]]) -> list[Trajectory]:
-    """One trajectory per wanted (task, sample) key: a retried episode's record supersedes its failed one."""
-    best: dict[tuple[str, int], Trajectory] = {}
-    for t in store:
-        if t.key not in wanted:
-            continue
-        old = best.get(t.key)
-        if old is None or old.termination in ("env_error", "agent_error"):
-            best[t.key] = t
-    return list(best.values())
