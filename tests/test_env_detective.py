@@ -101,3 +101,20 @@ def test_walkthrough_expert_in_worker_processes(game_path, tmp_path):
     for t in trajs:
         assert [s.action for s in t.steps] == OPENING and [s.reward for s in t.steps] == OPENING_REWARDS
         assert t.score == pytest.approx(30 / 360) and not t.success
+
+
+@pytest.mark.parametrize("command", [["play", "detective"], ["rollout", "--env", "detective", "--agent", "expert",
+                                                             "--no-progress", "--workers", "2"]])
+def test_cli_without_the_game_file_says_so_in_one_line(tmp_path, monkeypatch, command):
+    """No traceback: one line that names the file looked for and PROCTOR_DATA."""
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    monkeypatch.setenv("PROCTOR_DATA", str(tmp_path))
+    args = command + (["--out", str(tmp_path / "runs")] if command[0] == "rollout" else [])
+    res = CliRunner().invoke(app, args, input="")
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and (res.exception is None or isinstance(res.exception, SystemExit))
+    text = "".join(res.output.split())  # the console wraps long lines
+    assert f"gamefile{tmp_path / 'archer' / 'detective.z5'}notfound" in text and "PROCTOR_DATA" in text

@@ -48,10 +48,14 @@ def play(
     """Play one episode yourself: type actions at the prompt."""
     from proctor.envs import make
 
-    env = make(env_name, expert_hints=True, **parse_env_args(env_arg))
-    ids = env.task_ids(split)
-    task_id = ids[int(task)] if task.isdigit() else task
-    obs, info = env.reset(task_id, seed)
+    try:
+        env = make(env_name, expert_hints=True, **parse_env_args(env_arg))
+        ids = env.task_ids(split)
+        task_id = ids[int(task)] if task.isdigit() else task
+        obs, info = env.reset(task_id, seed)
+    except (ValueError, KeyError, ImportError, OSError, IndexError) as e:  # a missing extra or data file
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(code=2) from None
     help_text = getattr(env, "help_text", "")
     console.print(f"[bold]{env_name}[/bold] task {task_id} (seed {seed}); {PLAY_HELP}")
     if help_text:
