@@ -37,6 +37,18 @@ def test_splits_of_a_few_tasks_are_disjoint():
     env.close()
 
 
+def test_first_task_ids_cover_every_chosen_task():
+    """`proctor rollout --tasks 2 --env-arg 'tasks=[a, b]'` runs one variation of a and one of b."""
+    chosen = ["lifespan-longest-lived", "find-non-living-thing"]
+    env = make("scienceworld", tasks=chosen)
+    ids = env.task_ids("test")
+    assert [parse_task_id(t)[0] for t in ids[:4]] == chosen * 2
+    per_task = {name: [t for t in ids if t.startswith(name + "/")] for name in chosen}
+    assert sorted(ids) == sorted(per_task[chosen[0]] + per_task[chosen[1]])  # every variation, once
+    assert [parse_task_id(t)[1] for t in per_task[chosen[0]]] == env.variations(chosen[0], "test")
+    env.close()
+
+
 @pytest.mark.slow
 def test_splits_of_all_30_tasks(env):
     """~20 s: the simulator loads each of the 30 tasks once to list its variations."""

@@ -2,7 +2,11 @@
 
 Needs `pip install 'proctor[scienceworld]'` and Java >= 11 on PATH. A task id is "<task name>/<variation>"
 ("boil/12"); the splits train/valid/test are the package's train/dev/test variations of every task (7,207
-variations in all: 3,592/1,796/1,819), listed by the simulator on first use and cached per process.
+variations in all: 3,592/1,796/1,819), listed by the simulator on first use and cached per process, and
+ordered round robin over the tasks (so `--tasks 2` with `tasks=[a, b]` runs a variation of a and one of b).
+`--step-timeout` also bounds `reset` in worker processes, and the first reset in a worker starts the JVM
+(~2 s) and loads the task (seconds more with `expert_hints`, which generates the gold path): keep it at 30 s
+or more.
 
 - Score: the simulator's 0-100 (it drops to -100 and ends the episode on a fatal move, such as focusing on the
   wrong object). `info["score"]` = clip(score, 0, 100) / 100, `info["raw_score"]` the simulator's integer,
@@ -137,7 +141,11 @@ class ScienceWorldEnv(TextEnv):
         return list(_VARIATIONS[(task, split)])
 
     def task_ids(self, split: str) -> list[str]:
-        return [f"{task}/{v}" for task in self.tasks for v in self.variations(task, split)]
+        """Round robin over the tasks (variation i of every task, then i + 1), so that the first N ids
+        (`proctor rollout --tasks N`) cover min(N, number of tasks) different tasks."""
+        per_task = [self.variations(task, split) for task in self.tasks]
+        return [f"{task}/{vs[i]}" for i in range(max(map(len, per_task)))
+                for task, vs in zip(self.tasks, per_task, strict=True) if i < len(vs)]
 
     def _reset(self, task_id: str, seed: int) -> tuple[str, dict[str, Any]]:
         task, variation = parse_task_id(task_id)
