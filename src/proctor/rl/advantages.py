@@ -1,0 +1,128 @@
+"""Advantage estimators as pure tensor functions, registered by name in `ADVANTAGES`.
+
+- `gae` (Schulman et al. 2016, arXiv 1506.02438, eq. 16): over the positions where `mask` is 1, in order,
+  δ_t = r_t + γ·V_{t'} − V_t and A_t = δ_t + γλ·A_{t'}, where t' is the next unmasked position (positions with
+  mask 0, e.g. observation tokens between turns, are skipped: they carry no value, reward or advantage);
+  after the last unmasked position V_{t'} = `last_values` (the bootstrap value of a truncated episode; 0 for
+  a terminated one) and A_{t'} = 0. Returns (targets of the value loss) are A_t + V_t.
+- `grpo` (Shao et al. 2024, arXiv 2402.03300 §4.1.2; ALGORITHMS.md §3): A^E_i = (R_i − mean_g R) / F over the
+  rollouts i of one group g (one task), F = the group's sample standard deviation (or 1); 0 for a group of one
+  rollout or of equal returns.
+- `loo` (leave-one-out, Kool et al. 2019; SPA-RL's released code): A_i = R_i − mean_{j≠i, j∈g} R_j.
+- `gigpo` (Feng et al. 2025, arXiv 2505.10978 eqs. 7–9; ALGORITHMS.md §3): steps sharing an anchor state
+  form a group; A^S = (R_t − mean G(s̃)) / F with the discounted return to go R_t, 0 for singleton groups;
+  the combined advantage is A = A^E + ω·A^S.
+- `discounted_returns`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
+  t and k counting only the positions where mask is 1.
+
+Groups are integer ids (any values; equal ids = one group). Group statistics are computed in float64, so the
+results equal `proctor.credit.group`'s list versions (math.fsum) to ~1e-15.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from proctor.rl.registry import FunctionRegistry
+
+ADVANTAGES = FunctionRegistry("advantage estimator")
+
+
+def _check_same_shape(**tensors: torch.Tensor) -> None:
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"shapes differ: {shapes}")
+
+
+@ADVANTAGES.register("gae")
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float,
+        last_values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns), both [B, T] and 0 where mask is 0 (see module docstring).
+
+    `rewards`, `values`, `mask`: [B, T]; `last_values`: [B] bootstrap values after each row's last unmasked
+    position (None: 0, every row terminated)."""
+    _check_same_shape(rewards=rewards, values=values, mask=mask)
+    if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
+        raise ValueError(f"gamma and lam must be in [0, 1], got gamma={gamma}, lam={lam}")
+    b, t_len = rewards.shape
+    m = mask.bool()
+    next_value = torch.zeros(b, dtype=values.dtype, device=values.device) if last_values is None \
+        else last_values.to(values.dtype)
+    next_adv = torch.zeros(b, dtype=values.dtype, device=values.device)
+    adv = torch.zeros_like(values)
+    for t in range(t_len - 1, -1, -1):
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        a_t = delta + gamma * lam * next_adv
+        adv[:, t] = torch.where(m[:, t], a_t, torch.zeros_like(a_t))
+        next_value = torch.where(m[:, t], values[:, t], next_value)
+        next_adv = torch.where(m[:, t], a_t, next_adv)
+    returns = (adv + values) * m
+    return adv, returns
+
+
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """R_t = r_t + γ·R_{t'} with t' the next unmasked position (R = 0 after the last); 0 where mask is 0. [B, T]."""
+    _check_same_shape(rewards=rewards, mask=mask)
+    m = mask.bool()
+    acc = torch.zeros(rewards.shape[0], dtype=rewards.dtype, device=rewards.device)
+    out = torch.zeros_like(rewards)
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        acc = torch.where(m[:, t], rewards[:, t] + gamma * acc, acc)
+        out[:, t] = torch.where(m[:, t], acc, torch.zeros_like(acc))
+    return out
+
+
+def group_centred(x: torch.Tensor, groups: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """(x − mean_g x) / F_g per element, F_g = the sample std of its group (or 1); 0 in a group of one element
+    or of equal values. `x`, `groups`: [N]."""
+    _check_same_shape(x=x, groups=groups)
+    if x.ndim != 1:
+        raise ValueError(f"expected 1-D tensors, got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        return x.clone()
+    _, inv = torch.unique(groups, return_inverse=True)
+    n = int(inv.max()) + 1
+    x64 = x.to(torch.float64)
+    zeros = torch.zeros(n, dtype=torch.float64, device=x.device)
+    counts = torch.bincount(inv, minlength=n).to(torch.float64)
+    mean = zeros.index_add(0, inv, x64) / counts
+    dev = x64 - mean[inv]
+    hi = zeros.scatter_reduce(0, inv, x64, reduce="amax", include_self=False)
+    lo = zeros.scatter_reduce(0, inv, x64, reduce="amin", include_self=False)
+    degenerate = (counts < 2) | (hi == lo)
+    if normalize:
+        std = (zeros.index_add(0, inv, dev * dev) / (counts - 1).clamp(min=1)).sqrt()
+        dev = dev / torch.where(degenerate, torch.ones_like(std), std)[inv]
+    return torch.where(degenerate[inv], torch.zeros_like(dev), dev).to(x.dtype)
+
+
+@ADVANTAGES.register("grpo")
+def grpo_advantages(returns: torch.Tensor, groups: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """A^E_i = (R_i − mean_g R) / F for each rollout i of group g (one task). [N] → [N]."""
+    return group_centred(returns, groups, normalize)
+
+
+@ADVANTAGES.register("loo")
+def loo_advantages(returns: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """A_i = R_i − (Σ_{j∈g} R_j − R_i) / (k_g − 1); every group needs k_g ≥ 2 rollouts. [N] → [N]."""
+    _check_same_shape(returns=returns, groups=groups)
+    _, inv = torch.unique(groups, return_inverse=True)
+    n = int(inv.max()) + 1 if inv.numel() else 0
+    counts = torch.bincount(inv, minlength=n)
+    if (counts < 2).any():
+        g = int(groups[(counts[inv] < 2).nonzero()[0, 0]])
+        raise ValueError(f"leave-one-out needs at least 2 rollouts per group; group {g} has 1")
+    r64 = returns.to(torch.float64)
+    total = torch.zeros(n, dtype=torch.float64, device=returns.device).index_add(0, inv, r64)
+    return (r64 - (total[inv] - r64) / (counts[inv] - 1)).to(returns.dtype)
+
+
+@ADVANTAGES.register("gigpo")
+def gigpo_advantages(episode_advantages: torch.Tensor, step_returns: torch.Tensor, anchors: torch.Tensor,
+                     omega: float = 1.0, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A, A^S) per step: A^S = group_centred(R_t, anchor groups), A = A^E + ω·A^S. All [M] (M steps), with
+    `episode_advantages` the A^E of each step's rollout and `anchors` the anchor-state group ids (anchors of
+    different tasks must have different ids)."""
+    _check_same_shape(episode_advantages=episode_advantages, step_returns=step_returns, anchors=anchors)
+    step = group_centred(step_returns, anchors, normalize)
+    return episode_advantages + omega * step, step

@@ -1,0 +1,58 @@
+"""DPO-family losses over sequence log-probabilities, registered by name in `DPO_LOSSES`.
+
+Every loss takes the policy's and the reference's log-probabilities of the chosen and the rejected
+completion (tensors of shape [B]: sums over completion tokens, or per-token means when the caller
+length-normalises) and β, and returns the per-pair loss [B]. With
+
+    h = (log π(y_c) − log π(y_r)) − (log π_ref(y_c) − log π_ref(y_r))    (the log-ratio margin)
+
+- `sigmoid` (DPO, Rafailov et al. 2023, arXiv 2305.18290, eq. 7): L = −log σ(β·h); with label smoothing ε
+  (conservative DPO, Mitchell 2023): L = −(1 − ε)·log σ(β·h) − ε·log σ(−β·h).
+- `ipo` (IPO, Azar et al. 2023, arXiv 2310.12036, eq. 17): L = (h − 1/(2β))².
+
+The implicit reward of a completion is r = β·(log π(y) − log π_ref(y)) (DPO §5).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from proctor.rl.registry import FunctionRegistry
+
+DPO_LOSSES = FunctionRegistry("DPO loss")
+
+
+def log_ratio_margin(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+                     ref_rejected: torch.Tensor) -> torch.Tensor:
+    """h = (log π_c − log π_r) − (log π_ref,c − log π_ref,r), per pair."""
+    return (policy_chosen - policy_rejected) - (ref_chosen - ref_rejected)
+
+
+def implicit_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float) -> torch.Tensor:
+    """r = β·(log π(y) − log π_ref(y)), DPO's implicit reward of each completion."""
+    return beta * (policy_logps - ref_logps)
+
+
+@DPO_LOSSES.register("sigmoid")
+def sigmoid_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+                 ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+    """DPO: −(1 − ε)·log σ(β·h) − ε·log σ(−β·h) per pair (ε = label_smoothing, 0 by default)."""
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    if not 0.0 <= label_smoothing < 0.5:
+        raise ValueError(f"label_smoothing must be in [0, 0.5), got {label_smoothing}")
+    z = beta * log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
+    return -(1.0 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
+
+
+@DPO_LOSSES.register("ipo")
+def ipo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+             ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+    """IPO: (h − 1/(2β))² per pair (`label_smoothing` must be 0: IPO has none)."""
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    if label_smoothing:
+        raise ValueError("the ipo loss has no label smoothing")
+    h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
+    return (h - 1.0 / (2.0 * beta)) ** 2

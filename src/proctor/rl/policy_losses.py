@@ -1,0 +1,132 @@
+"""Policy-gradient losses, value losses and KL penalty estimators as pure tensor functions.
+
+Token-level tensors are [B, T] with a 0/1 `mask` of the tokens that count (the policy's own tokens; prompt,
+observation and padding tokens are 0). `aggregate` turns a per-token loss into a scalar:
+`token-mean` (Σ ℓ·m / Σ m over the batch, DAPO's choice, arXiv 2503.14476), `seq-mean-token-mean` (the mean
+over sequences of each sequence's token mean, the original GRPO) or `seq-mean-token-sum`.
+
+Registered in `POLICY_LOSSES`:
+- `ppo_clip` (Schulman et al. 2017, arXiv 1707.06347, eq. 7): ρ_t = exp(log π − log π_old),
+  ℓ_t = −min(ρ_t·A_t, clip(ρ_t, 1 − ε_low, 1 + ε_high)·A_t) (ε_high = ε_low unless given: DAPO's clip-higher).
+- `pg` (REINFORCE, Williams 1992): ℓ_t = −A_t·log π_t (ArCHer's actor, filtered BC with A = 1).
+
+`value_loss` (PPO2 baselines / verl): ℓ_t = ½·max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²), or
+½·(V − R)² without clipping.
+
+Registered in `KL_PENALTIES` (Schulman 2020, "Approximating KL divergence", http://joschu.net/blog/kl-approx.html),
+per token with x = log π_ref − log π (samples from π): `k1` = −x, `k2` = ½x², `k3` = eˣ − x − 1 (unbiased,
+non-negative, verl's low_var_kl), `abs` = |x|.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from proctor.rl.registry import FunctionRegistry
+
+POLICY_LOSSES = FunctionRegistry("policy loss")
+KL_PENALTIES = FunctionRegistry("KL penalty estimator")
+
+Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+
+
+def _check_same_shape(**tensors: torch.Tensor) -> None:
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"shapes differ: {shapes}")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Σ x·m / Σ m (0 when the mask is empty)."""
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1.0)
+
+
+def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
+    """A scalar from a per-token loss [B, T] (see module docstring); rows without tokens do not count."""
+    _check_same_shape(loss=loss, mask=mask)
+    m = mask.to(loss.dtype)
+    if mode == "token-mean":
+        return masked_mean(loss, m)
+    per_row = (loss * m).sum(dim=1)
+    tokens = m.sum(dim=1)
+    rows = tokens > 0
+    if mode == "seq-mean-token-mean":
+        per_row = per_row / tokens.clamp(min=1.0)
+    elif mode != "seq-mean-token-sum":
+        raise ValueError(f"unknown aggregation {mode!r}; use token-mean, seq-mean-token-mean or seq-mean-token-sum")
+    return per_row[rows].sum() / rows.sum().clamp(min=1)
+
+
+@POLICY_LOSSES.register("ppo_clip")
+def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                  mask: torch.Tensor, clip_low: float = 0.2, clip_high: float | None = None,
+                  aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO's clipped surrogate (see module docstring) and statistics: `clipfrac` (share of tokens whose
+    clipped term was the minimum and differs), `approx_kl` (mean of k3 between π_old and π), `ratio`."""
+    _check_same_shape(logprobs=logprobs, old_logprobs=old_logprobs, advantages=advantages, mask=mask)
+    if clip_low <= 0 or (clip_high is not None and clip_high <= 0):
+        raise ValueError(f"clip ranges must be > 0, got clip_low={clip_low}, clip_high={clip_high}")
+    high = clip_low if clip_high is None else clip_high
+    log_ratio = logprobs - old_logprobs
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + high) * advantages
+    loss = aggregate(-torch.minimum(unclipped, clipped), mask, aggregation)
+    with torch.no_grad():
+        stats = {
+            "clipfrac": float(masked_mean((clipped < unclipped).to(ratio.dtype), mask)),
+            "approx_kl": float(masked_mean(torch.exp(-log_ratio) + log_ratio - 1.0, mask)),
+            "ratio": float(masked_mean(ratio, mask)),
+        }
+    return loss, stats
+
+
+@POLICY_LOSSES.register("pg")
+def pg_loss(logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+            aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
+    """REINFORCE: aggregate(−A·log π) (advantages are constants: detached)."""
+    _check_same_shape(logprobs=logprobs, advantages=advantages, mask=mask)
+    loss = aggregate(-advantages.detach() * logprobs, mask, aggregation)
+    return loss, {"logprob": float(masked_mean(logprobs.detach(), mask))}
+
+
+def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               old_values: torch.Tensor | None = None, clip: float | None = None,
+               aggregation: Aggregation = "token-mean") -> torch.Tensor:
+    """½·max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²) aggregated; ½·(V − R)² when `clip` is None."""
+    _check_same_shape(values=values, returns=returns, mask=mask)
+    loss = (values - returns.detach()) ** 2
+    if clip is not None:
+        if old_values is None:
+            raise ValueError("value clipping needs old_values")
+        clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+        loss = torch.maximum(loss, (clipped - returns.detach()) ** 2)
+    return 0.5 * aggregate(loss, mask, aggregation)
+
+
+@KL_PENALTIES.register("k1")
+def kl_k1(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """log π − log π_ref per token (unbiased, can be negative)."""
+    return logprobs - ref_logprobs
+
+
+@KL_PENALTIES.register("k2")
+def kl_k2(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """½·(log π − log π_ref)² per token."""
+    return 0.5 * (logprobs - ref_logprobs) ** 2
+
+
+@KL_PENALTIES.register("k3")
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """e^x − x − 1 with x = log π_ref − log π, per token (x clamped to [−20, 20] for stability)."""
+    x = torch.clamp(ref_logprobs - logprobs, -20.0, 20.0)
+    return torch.exp(x) - x - 1.0
+
+
+@KL_PENALTIES.register("abs")
+def kl_abs(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """|log π − log π_ref| per token."""
+    return (logprobs - ref_logprobs).abs()
