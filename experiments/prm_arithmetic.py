@@ -3,7 +3,7 @@
     python experiments/prm_arithmetic.py [--train-tasks 300] [--samples 4] [--completions 8] [--max-steps 600]
 
 1. Roll out the noisy solver (`expert:noisy`, one mistake per step with probability 0.3) on the train split.
-2. Label every step with Math-Shepherd estimates (ALGORITHMS.md §2): `--completions` N completions by the
+2. Label every step with Math-Shepherd estimates (docs/methods.md §2): `--completions` N completions by the
    same policy from each step prefix; hard label y_HE = 𝟙[any completion reaches the right answer], soft
    y_SE = the fraction that does (`--label`). The env's ground-truth labels are NOT used for training.
 3. Train a PRM from scratch (a tiny Llama built here; its tokenizer is trained on the default corpus with

@@ -5,7 +5,7 @@
 1. Roll out an SFT-free mixed policy on the train split: at every step the oracle expert with probability
    1 − ε, a uniformly random admissible action with probability ε (`MixtureAgent`), episodes capped at
    `--env-steps` steps so detours can cost the task.
-2. MC-Q targets (ALGORITHMS.md §1, AgentPRM): Q̃(s,a) = (mean γ^{T−1−t}·R̃ + 1)/2 over occurrences of the
+2. MC-Q targets (docs/methods.md §1.1, AgentPRM): Q̃(s,a) = (mean γ^{T−1−t}·R̃ + 1)/2 over occurrences of the
    same (state, action) (`proctor.credit` method `mc-q`, γ = 0.95); train a PRM (tiny Llama built here,
    BCE on Q̃) with proctor's trainer.
 3. Held-out test-split states: the states of the same policy's test rollouts. At each, the candidates are

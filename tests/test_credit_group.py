@@ -1,4 +1,4 @@
-"""GRPO, leave-one-out and GiGPO advantages (ALGORITHMS.md §3); numbers worked out by hand."""
+"""GRPO, leave-one-out and GiGPO advantages (docs/methods.md §3); numbers worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Monte-Carlo Q/V targets, keys and outcome handling (ALGORITHMS.md §1); numbers worked out by hand."""
+"""Monte-Carlo Q/V targets, keys and outcome handling (docs/methods.md §1); numbers worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Preference pairs for the relative loss (ALGORITHMS.md §1); numbers worked out by hand."""
+"""Preference pairs for the relative loss (docs/methods.md §1.3); numbers worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shaped targets with a value function on the ±1 scale (ALGORITHMS.md §4); numbers worked out by hand."""
+"""Shaped targets with a value function on the ±1 scale (docs/methods.md §4); numbers worked out by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Math-Shepherd labels and inverse-PRM transitions from a store of completions (ALGORITHMS.md §2, §5)."""
+"""Math-Shepherd labels and inverse-PRM transitions from a store of completions (docs/methods.md §2, §5)."""
 
 from __future__ import annotations
 

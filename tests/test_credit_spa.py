@@ -1,4 +1,4 @@
-"""SPA progress-estimator layout and dense-reward composer (ALGORITHMS.md §6)."""
+"""SPA progress-estimator layout and dense-reward composer (docs/methods.md §6)."""
 
 from __future__ import annotations
 

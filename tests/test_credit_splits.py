@@ -1,4 +1,4 @@
-"""Splits by task, never by row: proctor's split cannot leak a prefix into two splits (ALGORITHMS.md §1)."""
+"""Splits by task, never by row: proctor's split cannot leak a prefix into two splits (docs/methods.md §1.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Credit assignment: outcome-only trajectories → per-step training targets (ALGORITHMS.md §1–6).
+"""Credit assignment: outcome-only trajectories → per-step training targets (docs/methods.md §1–6).
 
 Pure functions over trajectories, one family per module, each registered as a named method with a pydantic
 config (`registry`); `io` reads and writes stores and Parquet. Importing this package registers every method.

@@ -1,4 +1,4 @@
-"""Group advantages over the K rollouts of one task: GRPO, leave-one-out, GiGPO (ALGORITHMS.md §3).
+"""Group advantages over the K rollouts of one task: GRPO, leave-one-out, GiGPO (docs/methods.md §3).
 
 - GRPO episode advantage: A^E_i = (R_i − mean_j R_j) / F, F = std_j R_j (sample std, as TRL/verl) or 1.
 - Leave-one-out (SPA's released code): A_i = R_i − b_i, b_i = mean_{j≠i} R_j.

@@ -1,4 +1,4 @@
-"""Inverse-PRM transitions (AgentPRM §3; ALGORITHMS.md §5).
+"""Inverse-PRM transitions (AgentPRM §3; docs/methods.md §5).
 
 Transitions (s_t, a_t, s_{t+1}, a', terminal, label):
 - label 1 from expert demonstrations, with a' re-sampled from the current policy at s_{t+1};

@@ -1,6 +1,6 @@
 """Canonical state and (state, action) keys, computed incrementally along a trajectory.
 
-A state s_t is the task plus the whole observation/action history up to step t (ALGORITHMS.md, notation),
+A state s_t is the task plus the whole observation/action history up to step t (docs/methods.md §0),
 so its key is a hash of (env, task_id, task text, o_0, a_0, …, o_{t−1}, a_{t−1}, o_t). Each field is fed to
 one running BLAKE2b as a length-prefixed UTF-8 string (an unambiguous encoding), and the key of step t is a
 snapshot of that running hash, so keying a whole trajectory costs O(T), not O(T²).

@@ -1,4 +1,4 @@
-"""Math-Shepherd hard and soft step labels from completions (ALGORITHMS.md §2).
+"""Math-Shepherd hard and soft step labels from completions (docs/methods.md §2).
 
 For step t, N completions continue from the prefix that ends with action a_t (prefix_len = t + 1):
     y_HE = 𝟙[∃j: completion j is correct],   y_SE = (1/N)·Σ_j 𝟙[completion j is correct],

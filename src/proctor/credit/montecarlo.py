@@ -1,4 +1,4 @@
-"""Monte-Carlo Q and V targets (AgentPRM stage 1; ALGORITHMS.md §1).
+"""Monte-Carlo Q and V targets (AgentPRM stage 1; docs/methods.md §1).
 
 With R̃ = 2R − 1 and a trajectory of T steps, the return credited to step t is
     G_t = γ^{T−1−t}·R̃   (discount="to_go", the paper's, default)
@@ -36,7 +36,7 @@ class MCConfig(OutcomeConfig):
 
 
 def discounted_returns(r_signed: float, n_steps: int, gamma: float, discount: Discount = "to_go") -> list[float]:
-    """G_t for t = 0..T−1: γ^{T−1−t}·R̃ ("to_go") or γ^{t}·R̃ ("from_start") (ALGORITHMS.md §1)."""
+    """G_t for t = 0..T−1: γ^{T−1−t}·R̃ ("to_go") or γ^{t}·R̃ ("from_start") (docs/methods.md §1.1)."""
     if discount == "to_go":
         return [r_signed * gamma ** (n_steps - 1 - t) for t in range(n_steps)]
     if discount == "from_start":

@@ -1,6 +1,6 @@
 """Outcomes R(τ), their ±1 mapping, and the input checks every estimator runs first.
 
-Outcome source (ALGORITHMS.md, notation): `outcome="success"` uses R = float(traj.success) ∈ {0, 1};
+Outcome source (docs/methods.md §0): `outcome="success"` uses R = float(traj.success) ∈ {0, 1};
 `outcome="score"` uses the env's grade, R = clip(traj.score, 0, 1). A trajectory that ended in
 `env_error` / `agent_error` has no valid outcome: it is an error (naming the trajectory and field) unless
 `drop_errors=True`, which removes it and reports how many were removed.
@@ -59,7 +59,7 @@ def outcome(traj: Trajectory, source: OutcomeSource = "success") -> float:
 
 
 def signed(r: float) -> float:
-    """R̃ = 2·R − 1, the outcome on the ±1 scale (ALGORITHMS.md §1)."""
+    """R̃ = 2·R − 1, the outcome on the ±1 scale (docs/methods.md §0)."""
     return 2.0 * r - 1.0
 
 

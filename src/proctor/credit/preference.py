@@ -1,4 +1,4 @@
-"""Preference pairs for AgentPRM's relative (Bradley–Terry) loss (ALGORITHMS.md §1).
+"""Preference pairs for AgentPRM's relative (Bradley–Terry) loss (docs/methods.md §1.3).
 
 At every state with at least two distinct actions, emit (chosen, rejected) for every ordered pair of
 distinct actions with Q̂(s, chosen) > Q̂(s, rejected) + δ, Q̂ the Monte-Carlo Q on the ±1 scale

@@ -1,4 +1,4 @@
-"""Stepwise progress attribution, SPA-RL (ALGORITHMS.md §6).
+"""Stepwise progress attribution, SPA-RL (docs/methods.md §6).
 
 Two pieces:
 - the progress estimator's data: one example per trajectory, a score ĉ_k read at the end of every turn

@@ -106,7 +106,7 @@ class PreferencePair(_Row):
 @_finish
 @dataclass(slots=True)
 class Transition(_Row):
-    """An inverse-PRM transition (s, a, s', a', terminal, label) (ALGORITHMS.md §5).
+    """An inverse-PRM transition (s, a, s', a', terminal, label) (docs/methods.md §5).
 
     s = prefix of `trajectory_id` up to `step`, a = its action; s' = the prefix up to `step + 1` and
     a' = `next_action` (re-sampled from the policy for expert data). Terminal transitions have no s', a'.
@@ -139,7 +139,7 @@ class ProgressExample(_Row):
     """SPA progress-estimator input: one trajectory, a score at the end of each turn, one outcome.
 
     `turns` are the step indices whose last token carries a progress score ĉ_k; only their sum is
-    supervised, towards `outcome` (ALGORITHMS.md §6).
+    supervised, towards `outcome` (docs/methods.md §6).
     """
 
     KIND: ClassVar[str] = "progress"

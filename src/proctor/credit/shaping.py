@@ -1,4 +1,4 @@
-"""Shaped step targets: Monte-Carlo return plus a potential-based shaping term (AgentPRM §4; ALGORITHMS.md §4).
+"""Shaped step targets: Monte-Carlo return plus a potential-based shaping term (AgentPRM §4; docs/methods.md §4).
 
     y_t = γ^{T−1−t}·R̃ + 𝟙[t < T−1]·(γ·V(s_{t+1}) − V(s_t)),   averaged per (s, a),
 

@@ -1,4 +1,4 @@
-"""Train / validation / test splits by task, never by row (ALGORITHMS.md §1, "Splits").
+"""Train / validation / test splits by task, never by row (docs/methods.md §1.4).
 
 Splitting rows (AgentPRM's released code) puts prefixes of the same game on both sides. Here every task
 (env, task_id) goes to exactly one split: tasks are ordered by a seeded BLAKE2b hash of their name and cut

@@ -30,7 +30,7 @@ from proctor.prm.objectives import OBJECTIVES
 from proctor.prm.tokenize import TokenizeConfig
 
 LossName = Literal["bce", "mse", "progress_sum", "ce", "soft_ce", "bradley_terry", "td_bce"]
-#: which head each loss trains (ALGORITHMS.md §7)
+#: which head each loss trains (docs/methods.md §7.2)
 LOSS_HEADS: dict[str, tuple[str, ...]] = {name: o.heads for name, o in OBJECTIVES.items()}
 
 

@@ -1,7 +1,7 @@
 """PRM training data: the stepwise record every importer produces, and the importers.
 
 The one in-memory format is `StepwiseExample`, TRL's stepwise format `{"prompt", "completions", "labels"}`
-(ALGORITHMS.md §7) with float labels (a bool label is 0.0 / 1.0; `None` marks a step that is scored but not
+(docs/methods.md §7.3) with float labels (a bool label is 0.0 / 1.0; `None` marks a step that is scored but not
 supervised) and an optional trajectory `outcome` (the SPA progress-sum loss, §6, supervises only that).
 
 Importers, each a pure function of parsed JSON records (errors name the source and the row):

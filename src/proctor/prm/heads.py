@@ -1,4 +1,4 @@
-"""PRM heads: how a backbone's hidden states become per-token logits and step scores (ALGORITHMS.md §7).
+"""PRM heads: how a backbone's hidden states become per-token logits and step scores (docs/methods.md §7.2).
 
 | head            | HF model class                    | logits per token            | score            |
 |-----------------|-----------------------------------|-----------------------------|------------------|

@@ -1,4 +1,4 @@
-"""PRM losses: pure functions over tensors (ALGORITHMS.md §5–§7). Each returns a scalar mean.
+"""PRM losses: pure functions over tensors (docs/methods.md §5–§7). Each returns a scalar mean.
 
 Conventions: a "logit" is the scalar head's output (score = σ(logit)); two-class logits are ordered
 [wrong, correct] (TRL's token classification: label True → class 1; the reward-token head orders its
@@ -56,7 +56,7 @@ def soft_cross_entropy_loss(logits: torch.Tensor, targets: torch.Tensor) -> torc
 def td_difference_bce_loss(
     q: torch.Tensor, q_next: torch.Tensor, terminal: torch.Tensor, labels: torch.Tensor, gamma: float = 0.95
 ) -> torch.Tensor:
-    """Inverse PRM / value-model TD difference (AgentPRM §3, ALGORITHMS.md §5):
+    """Inverse PRM / value-model TD difference (AgentPRM §3, docs/methods.md §5):
     r̂ = Q(s,a) − γ·Q(s',a') for non-terminal transitions, r̂ = Q(s,a) for terminal ones;
     L = mean BCE-with-logits(r̂, label) (label 1 for expert transitions, 0 for policy rollouts).
     q, q_next, terminal, labels: [N]; q_next is ignored where terminal."""

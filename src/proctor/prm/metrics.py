@@ -1,4 +1,4 @@
-"""PRM evaluation metrics: pure functions over step scores and labels (ALGORITHMS.md §7, ProcessBench).
+"""PRM evaluation metrics: pure functions over step scores and labels (docs/methods.md §7.5, ProcessBench).
 
 Scores are P(step correct) ∈ [0, 1]; labels are 0/1 (soft labels are thresholded at 0.5 where a metric
 needs classes). First-error indices use ProcessBench's convention: -1 means "no wrong step".

@@ -1,7 +1,7 @@
 """Training data of the pairwise, progress, value and inverse-PRM objectives (`proctor.prm.objectives`).
 
 - `PairExample`: a shared state (prompt + earlier steps) and two candidate last steps, chosen and rejected
-  (AgentPRM's relative loss, ALGORITHMS.md §1/§7); JSON/JSONL files via `read_pairs`.
+  (AgentPRM's relative loss, docs/methods.md §1.3/§7.2); JSON/JSONL files via `read_pairs`.
 - `render_states`: a trajectory with the step marker at the END OF EACH STATE (after the observation and the
   assistant prompt, before the action), so a scalar head read there is a value model V(s_t).
 - `examples_from_records`: the records of `proctor targets` (`targets.parquet`, `proctor.credit.records`)

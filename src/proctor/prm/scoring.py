@@ -121,7 +121,7 @@ class PRMScorer:
         cfg: PromptConfig | None = None,
         chunk_size: int | None = None,
     ) -> list[float]:
-        """PRM score of each candidate action at an agent state (per-step best-of-N, ALGORITHMS.md §8)."""
+        """PRM score of each candidate action at an agent state (per-step best-of-N, docs/methods.md §8.1)."""
         shared, suffixes = render_candidates(self.tokenizer, prefix, actions, cfg, self.marker)
         enc = self.tokenizer
         prefix_ids = enc(shared, add_special_tokens=False)["input_ids"]

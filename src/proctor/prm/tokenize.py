@@ -7,7 +7,7 @@ every step-end position (also for unlabelled steps, which are still scored).
 - `tokenize_marked` (proctor's default): the text `prompt + step_1 + MARKER + step_2 + MARKER ...` is
   tokenized ONCE; the marker is a dedicated special token (e.g. `<|step|>`), so its positions are exactly
   the step ends, at training and at inference alike.
-- `tokenize_trl` reproduces TRL's `PRMTrainer.tokenize_row` (ALGORITHMS.md §7): prompt and each
+- `tokenize_trl` reproduces TRL's `PRMTrainer.tokenize_row` (docs/methods.md §7.3): prompt and each
   `step + separator` are tokenized separately without special tokens, the label sits on the last token of
   `step + separator`, BOS is prepended when the tokenizer has one, and truncation cuts the completion first
   (`max_completion_length`), then the whole sequence (`max_length`).

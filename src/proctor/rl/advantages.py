@@ -5,11 +5,11 @@
   mask 0, e.g. observation tokens between turns, are skipped: they carry no value, reward or advantage);
   after the last unmasked position V_{t'} = `last_values` (the bootstrap value of a truncated episode; 0 for
   a terminated one) and A_{t'} = 0. Returns (targets of the value loss) are A_t + V_t.
-- `grpo` (Shao et al. 2024, arXiv 2402.03300 §4.1.2; ALGORITHMS.md §3): A^E_i = (R_i − mean_g R) / F over the
+- `grpo` (Shao et al. 2024, arXiv 2402.03300 §4.1.2; docs/methods.md §3.1): A^E_i = (R_i − mean_g R) / F over the
   rollouts i of one group g (one task), F = the group's sample standard deviation (or 1); 0 for a group of one
   rollout or of equal returns.
 - `loo` (leave-one-out, Kool et al. 2019; SPA-RL's released code): A_i = R_i − mean_{j≠i, j∈g} R_j.
-- `gigpo` (Feng et al. 2025, arXiv 2505.10978 eqs. 7–9; ALGORITHMS.md §3): steps sharing an anchor state
+- `gigpo` (Feng et al. 2025, arXiv 2505.10978 eqs. 7–9; docs/methods.md §3.3): steps sharing an anchor state
   form a group; A^S = (R_t − mean G(s̃)) / F with the discounted return to go R_t, 0 for singleton groups;
   the combined advantage is A = A^E + ω·A^S.
 - `discounted_returns`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
