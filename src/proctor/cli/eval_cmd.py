@@ -1,0 +1,151 @@
+"""`proctor eval`: evaluate an agent (any registered kind, search included) on a split, optionally sweeping
+N; `proctor compare`: evaluations side by side with a paired test."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from proctor.agents.registry import AGENT_KINDS
+from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
+from proctor.cli.root import app
+
+
+def _pct(rate: float, ci: list[float]) -> str:
+    return f"{100 * rate:.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def _summary_tables(s: dict[str, Any]) -> list[Table]:
+    head = Table(title=f"{s['policy']} on {s['env']} / {s['split']}", show_header=True)
+    for col in ("episodes", "success (95% CI)", "mean steps", "invalid", "mean PRM", "env steps"):
+        head.add_column(col, justify="right")
+    prm = s.get("prm")
+    head.add_row(str(s["episodes"]), _pct(s["success_rate"], s["success_ci95"]), f"{s['mean_steps']:.2f}",
+                 f"{100 * s['invalid_action_rate']:.1f}%", f"{prm['mean_step_score']:.3f}" if prm else "—",
+                 str(s["budget"].get("env_steps", "—")))
+    types = Table(title="by task type", show_header=True)
+    for col in ("task type", "episodes", "success (95% CI)", "mean steps"):
+        types.add_column(col, justify="right")
+    for r in s["by_task_type"]:
+        types.add_row(r["task_type"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]),
+                      f"{r['mean_steps']:.2f}")
+    ends = Table(title="terminations", show_header=True)
+    ends.add_column("termination")
+    ends.add_column("episodes", justify="right")
+    for k, v in s["terminations"].items():
+        ends.add_row(k, str(v))
+    return [head, types, ends]
+
+
+@app.command("eval")
+def eval_cmd(
+    env: Annotated[str | None, typer.Option("--env", help="environment name (see `proctor envs`)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (re-run to resume)")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help=f"agent kind: {' | '.join(AGENT_KINDS)}")] = None,
+    agent_arg: Annotated[list[str], typer.Option("--agent-arg", help="agent config field key=value (JSON values)")] = [],  # noqa: B006 - typer needs a literal default
+    model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai, choice)")] = None,
+    expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="the policy's label in tables and the report")] = None,
+    n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's field `n`): e.g. 1,2,4,8")] = None,
+    prm: Annotated[Path | None, typer.Option("--prm", help="score every step with this PRM folder")] = None,
+    split: Annotated[str, typer.Option("--split", help="task split")] = "test",
+    tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
+    samples: Annotated[int, typer.Option("--samples", help="episodes per task")] = 1,
+    batch: Annotated[int, typer.Option("--batch", help="envs stepped together")] = 8,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="env step limit")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="env worker processes (0: in-process)")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="run seed (episode seeds derive from it)")] = 0,
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
+    env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers envs)")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="an EvalConfig YAML file (options override it)")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
+) -> None:
+    """Evaluate an agent on a split: success with its 95% Wilson interval, mean PRM score, steps, invalid
+    actions, a per-task-type table, terminations and budgets, into OUT/summary.json and summary.csv
+    (crashed episodes count as failures and are listed). `--n 1,2,4` sweeps N with a success-vs-N plot."""
+    from pydantic import ValidationError
+
+    from proctor.agents.base import AgentError
+    from proctor.evaluation import EvalConfig, run_eval
+    from proctor.rollout import AgentFailing
+
+    logging.basicConfig(level=logging.WARNING)
+    data = load_yaml_config(config) if config else {}
+    env_kwargs = {**data.get("env_kwargs", {}), **parse_key_values(env_arg, "--env-arg")}
+    if max_steps is not None:
+        env_kwargs["max_steps"] = max_steps
+    data.update({k: v for k, v in {"env": env, "out": out, "name": name, "prm": prm, "env_module": env_module}.items()
+                 if v is not None})
+    data.update(env_kwargs=env_kwargs, split=split, tasks=tasks, samples=samples, batch=batch, seed=seed,
+                workers=workers, progress=progress)
+    if agent is not None or agent_arg or "agent" not in data:
+        data["agent"] = agent_from_options(agent or "random", agent_arg, model=model, expert_kind=expert_kind,
+                                           temperature=temperature, seed=seed)
+    if n is not None:
+        try:
+            data["ns"] = [int(x) for x in n.split(",") if x.strip()]
+        except ValueError:
+            fail(f"--n: expected comma-separated integers such as 1,2,4,8, got {n!r}")
+    if data.get("env_module"):
+        import importlib
+
+        try:
+            importlib.import_module(data["env_module"])
+        except ImportError as e:
+            fail(f"--env-module {data['env_module']}: {e}")
+    try:
+        cfg = EvalConfig.model_validate(data)
+        result = run_eval(cfg)
+    except ValidationError as e:
+        fail(e, where=str(config) if config else "options")
+    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing, AgentError) as e:
+        fail(e)
+    for s in result.summaries:
+        for table in _summary_tables(s):
+            console.print(table, width=max(console.width, 120))
+        if s["crashed"] or s["missing"]:
+            console.print(f"[red]{len(s['crashed'])} crashed and {len(s['missing'])} missing episodes count as "
+                          f"failures[/red] (listed in {cfg.out}/…/summary.json)")
+    if result.plot is not None:
+        console.print(f"success vs N: {result.plot}")
+    console.print(f"wrote {cfg.out}")
+
+
+@app.command("compare")
+def compare_cmd(
+    dirs: Annotated[list[Path], typer.Argument(help="`proctor eval` output folders; the first is the baseline")],
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the comparison here")] = None,
+    resamples: Annotated[int, typer.Option("--resamples", help="bootstrap resamples")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="bootstrap seed")] = 0,
+) -> None:
+    """Evaluations side by side; each is paired with the first on the (task, sample) keys both ran
+    (McNemar's exact test, and a per-task bootstrap interval of the difference in success)."""
+    from proctor.evaluation.compare import compare
+
+    try:
+        result = compare(dirs, resamples=resamples, seed=seed)
+    except (ValueError, FileNotFoundError) as e:
+        fail(e)
+    table = Table(title="comparison (row 1 is the baseline)", show_header=True)
+    for col in ("policy", "episodes", "success (95% CI)", "mean steps", "env steps", "pairs", "Δ success (95% CI)",
+                "A✓B✗ / A✗B✓", "McNemar p"):
+        table.add_column(col, justify="right")
+    for r in result.rows:
+        paired = r["pairs"] is not None
+        table.add_row(
+            r["policy"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]), f"{r['mean_steps']:.2f}",
+            str(r["env_steps"] if r["env_steps"] is not None else "—"), str(r["pairs"]) if paired else "—",
+            f"{100 * r['diff']:+.1f} [{100 * r['diff_ci95'][0]:+.1f}, {100 * r['diff_ci95'][1]:+.1f}]"
+            if r["diff"] is not None else "—",
+            f"{r['b10']} / {r['b01']}" if paired else "—",
+            f"{r['p_value']:.4g}" if r["p_value"] is not None else "—")
+    console.print(table, width=max(console.width, 150))
+    console.print(f"test: {result.test}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.to_dict(), indent=2))

@@ -1,0 +1,94 @@
+"""`EvalConfig`: one evaluation (an agent config on a split's tasks), validated before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from proctor.agents.registry import AgentConfig, AgentSpec
+
+
+class EvalConfig(BaseModel):
+    """Roll out `agent` on `split` (K samples per task) into `out` and summarise it; with `ns`, once per N
+    (substituted into the agent config's field `n`), one subfolder each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(description="registered env name (`proctor envs`)")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
+    agent: AgentConfig = Field(description="agent config: {kind: ..., ...}; any registered kind, search included")
+    out: Path
+    name: str | None = Field(default=None, description="the policy's label in tables and the report")
+    split: str = "test"
+    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    samples: int = Field(default=1, ge=1, description="episodes per task")
+    batch: int = Field(default=8, ge=1)
+    seed: int = Field(default=0, ge=0)
+    workers: int = Field(default=0, ge=0)
+    step_timeout: float | None = Field(default=60.0, gt=0)
+    retry_failed: bool = False
+    ns: list[int] | None = Field(default=None, description="sweep: one evaluation per N (agent field `n`)")
+    prm: Path | None = Field(default=None, description="score every step with this PRM folder afterwards")
+    score_key: str = Field(default="prm", description="the Step.scores key the PRM's scores go to")
+    prm_batch_size: int = Field(default=8, ge=1)
+    progress: bool = True
+
+    @field_validator("ns")
+    @classmethod
+    def _ns(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return v
+        if not v or any(n < 1 for n in v) or len(set(v)) != len(v):
+            raise ValueError(f"needs distinct values >= 1, got {v}")
+        return sorted(v)
+
+    @field_validator("prm")
+    @classmethod
+    def _prm(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_dir():
+            raise ValueError(f"{v}: no PRM folder there")
+        return v
+
+    @model_validator(mode="after")
+    def _sweepable(self) -> EvalConfig:
+        if self.ns is not None and "n" not in type(self.agent).model_fields:
+            raise ValueError(f"agent kind {self.agent.kind!r} has no field 'n' to sweep (a search agent such as "
+                             f"best-of-n has one)")
+        return self
+
+    def agent_dict(self) -> dict[str, Any]:
+        """The agent config as plain data (nested agent configs included)."""
+        return dump_agent(self.agent)
+
+    def policy_name(self) -> str:
+        return self.name or describe_agent(self.agent)
+
+
+def dump_agent(agent: AgentSpec) -> dict[str, Any]:
+    """An agent config as plain JSON data, nested agent configs with all their fields."""
+    return agent.model_dump(mode="json", serialize_as_any=True)
+
+
+def describe_agent(agent: AgentSpec, limit: int = 60) -> str:
+    """`kind(field=value, ...)` with the fields that differ from their defaults, cut to `limit` characters."""
+    data = dump_agent(agent)
+    defaults = type(agent).model_fields
+    parts = []
+    for k, v in data.items():
+        if k == "kind":
+            continue
+        field = defaults.get(k)
+        if field is not None and not field.is_required():
+            default = field.get_default(call_default_factory=True)
+            if isinstance(default, BaseModel):
+                default = default.model_dump(mode="json", serialize_as_any=True)
+            if default == v:
+                continue
+        if isinstance(v, dict):
+            v = v.get("kind", "{…}")
+        parts.append(f"{k}={v}")
+    text = f"{agent.kind}({', '.join(parts)})" if parts else agent.kind
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -1,0 +1,107 @@
+"""`run_eval(EvalConfig)`: roll an agent config out on a split's tasks and write what it scored.
+
+    out/summary.json, summary.csv      the evaluation (`proctor.evaluation.summary.eval_summary`)
+    out/trajectories/                  the rollout's trajectory store (resumable)
+    out/scored/                        with `prm`: the same trajectories with `Step.scores[score_key]`
+
+With `ns` (a sweep), each N gets its own folder `out/n<N>/` laid out as above, and `out/sweep.json`,
+`out/sweep.csv` and `out/success_vs_n.png` hold success against N.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proctor.agents.registry import AgentSpec, agent_config
+from proctor.evaluation.config import EvalConfig, dump_agent
+from proctor.evaluation.loading import SWEEP_KIND
+from proctor.evaluation.plots import success_vs_n_png
+from proctor.evaluation.scoring import score_store
+from proctor.evaluation.summary import SUMMARY_KIND, SUMMARY_VERSION, eval_summary, summary_csv
+from proctor.rollout import RolloutConfig, run_rollout
+
+STORE_DIR, SCORED_DIR = "trajectories", "scored"
+
+
+@dataclass
+class EvalResult:
+    out: Path
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    sweep: dict[str, Any] | None = None
+    plot: Path | None = None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The summary of a single evaluation (the last N of a sweep)."""
+        return self.summaries[-1]
+
+
+def run_eval(cfg: EvalConfig) -> EvalResult:
+    """Run (or resume) the evaluation `cfg` describes; see the module docstring for what it writes."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    if cfg.ns is None:
+        return EvalResult(cfg.out, [_evaluate(cfg, cfg.agent, cfg.out, cfg.policy_name(), None)])
+    result = EvalResult(cfg.out)
+    base = dump_agent(cfg.agent)
+    for n in cfg.ns:
+        agent = agent_config({**base, "n": n})
+        result.summaries.append(_evaluate(cfg, agent, cfg.out / f"n{n}", f"{cfg.policy_name()} N={n}", n))
+    rows = [{"n": s["n"], "policy": s["policy"], "dir": f"n{s['n']}", "episodes": s["episodes"],
+             "successes": s["successes"], "success_rate": s["success_rate"], "success_ci95": s["success_ci95"],
+             "mean_steps": s["mean_steps"], "budget": s["budget"]} for s in result.summaries]
+    result.sweep = {"kind": SWEEP_KIND, "version": SUMMARY_VERSION, "policy": cfg.policy_name(), "env": cfg.env,
+                    "split": cfg.split, "agent": base, "rows": rows}
+    (cfg.out / "sweep.json").write_text(json.dumps(result.sweep, indent=2))
+    (cfg.out / "sweep.csv").write_text(_sweep_csv(rows))
+    result.plot = success_vs_n_png(rows, cfg.out / "success_vs_n.png",
+                                   f"{cfg.policy_name()} on {cfg.env}/{cfg.split}: success vs N")
+    return result
+
+
+def _evaluate(cfg: EvalConfig, agent: AgentSpec, out: Path, name: str, n: int | None) -> dict[str, Any]:
+    started = time.monotonic()
+    rollout_cfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module, agent=agent,
+                                out=out / STORE_DIR, split=cfg.split, tasks=cfg.tasks, samples=cfg.samples,
+                                batch=cfg.batch, seed=cfg.seed, workers=cfg.workers, step_timeout=cfg.step_timeout,
+                                retry_failed=cfg.retry_failed, progress=cfg.progress)
+    result = run_rollout(rollout_cfg)
+    wanted = {(t, k) for t in result.task_ids for k in range(cfg.samples)}
+    try:
+        trajs = sorted((t for t in result.store.load() if t.key in wanted), key=lambda t: t.key)
+    finally:
+        result.store.close()
+    unscored: list[str] = []
+    store, key = STORE_DIR, None
+    if cfg.prm is not None:
+        trajs, unscored = score_store(trajs, cfg.prm, out / SCORED_DIR, cfg.score_key, cfg.prm_batch_size,
+                                      cfg.progress)
+        store, key = SCORED_DIR, cfg.score_key
+    summary = {
+        "kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": n, "env": cfg.env,
+        "env_kwargs": cfg.env_kwargs, "split": cfg.split, "tasks": len(result.task_ids), "task_ids": result.task_ids, "samples": cfg.samples,
+        "seed": cfg.seed, "agent": dump_agent(agent), "store": store, "score_key": key,
+        "prm_path": str(cfg.prm) if cfg.prm else None, "unscored": unscored,
+        **eval_summary(trajs, wanted, key),
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "summary.csv").write_text(summary_csv(summary))
+    return summary
+
+
+def _sweep_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["n", "policy", "episodes", "successes", "success_rate", "ci95_low", "ci95_high", "mean_steps",
+                "env_steps"])
+    for r in rows:
+        w.writerow([r["n"], r["policy"], r["episodes"], r["successes"], f"{r['success_rate']:.4f}",
+                    f"{r['success_ci95'][0]:.4f}", f"{r['success_ci95'][1]:.4f}", f"{r['mean_steps']:.3f}",
+                    r["budget"].get("env_steps", "")])
+    return buf.getvalue()

@@ -1,0 +1,43 @@
+"""`build_report(folder)`: one self-contained `report.html` (inline CSS and JS, the data embedded as JSON,
+opens from disk with no server and no network) for any folder of proctor outputs: the results table, success
+by task type, plots (success vs N, PRM score vs true success, training curves) and a trajectory viewer
+(every step's observation and action, the PRM score of the chosen action, the candidates best-of-N weighed,
+the MC-Q target, and where a failed episode went wrong)."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from importlib import resources
+from pathlib import Path
+
+from proctor.evaluation.report_data import collect
+
+TEMPLATE = "report_template.html"
+
+
+def embed_json(data: object) -> str:
+    """JSON that is safe inside a <script> element: '<', '>' and '&' become \\u escapes, so no text in a
+    trajectory can close the element or start markup."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_report(data: dict) -> str:
+    """The report page for `data` (as `report_data.collect` returns it)."""
+    template = resources.files("proctor.evaluation").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    page = template.replace("__TITLE__", html.escape(str(data.get("title", "")))).replace("__DATA__", embed_json(data))
+    return page
+
+
+def build_report(folder: str | Path, out: str | Path | None = None, max_trajectories: int = 400) -> Path:
+    """Write `out` (default `folder/report.html`) for the outputs under `folder`; returns its path.
+    At most `max_trajectories` episodes per policy are embedded in the viewer (the page says how many)."""
+    folder = Path(folder)
+    data = collect(folder, max_trajectories=max_trajectories)
+    data["generated"] = time.strftime("%Y-%m-%d %H:%M")
+    path = Path(out) if out is not None else folder / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(data), encoding="utf-8")
+    return path

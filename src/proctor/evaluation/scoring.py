@@ -1,0 +1,68 @@
+"""Score every step of evaluated trajectories with a PRM, into a second trajectory store (resumable).
+
+The rollout store stays as the rollout wrote it; `score_store` writes each trajectory again with
+`Step.scores[key]` filled (one forward pass per trajectory, `PRMScorer.score_trajectories`), skipping
+those already scored. A trajectory too long for the PRM's `max_length` is copied unscored and named in
+the returned list."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from proctor.progress import StageProgress
+from proctor.trajectory import Trajectory, TrajectoryStore
+
+log = logging.getLogger(__name__)
+
+
+def with_scores(traj: Trajectory, scores: Sequence[float], key: str) -> Trajectory:
+    """A copy of `traj` with `Step.scores[key]` = the t-th score on step t."""
+    if len(scores) != len(traj.steps):
+        raise ValueError(f"trajectory {traj.id}: {len(scores)} scores for {len(traj.steps)} steps")
+    steps = [s.model_copy(update={"scores": {**s.scores, key: float(x)}}) for s, x in zip(traj.steps, scores,
+                                                                                           strict=True)]
+    return traj.model_copy(update={"steps": steps})
+
+
+def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str = "prm", batch_size: int = 8,
+                progress: bool = True) -> tuple[list[Trajectory], list[str]]:
+    """Score `trajs` with the PRM at `prm_path` into the store `out`; returns the scored trajectories (in
+    the order of `trajs`) and the ids of those that could not be scored (copied without scores)."""
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.scoring import PRMScorer, ScoringError
+
+    store = TrajectoryStore(out, meta={"scored_by": str(prm_path), "score_key": key})
+    try:
+        done = {t.id: t for t in store.load()}
+        todo = [t for t in trajs if t.id not in done and t.steps]
+        for t in trajs:  # episodes without steps (crashed at reset) have nothing to score
+            if t.id not in done and not t.steps:
+                store.append(t)
+                done[t.id] = t
+        unscored: list[str] = [t.id for t in done.values() if t.steps and not any(key in s.scores for s in t.steps)]
+        if todo:
+            scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_path), batch_size=batch_size)
+            with StageProgress("prm scoring", total=len(todo), unit="trajectories", enabled=progress) as bar:
+                for i in range(0, len(todo), batch_size):
+                    chunk = todo[i:i + batch_size]
+                    try:
+                        scored = [with_scores(t, s, key) for t, s in zip(chunk, scorer.score_trajectories(chunk),
+                                                                         strict=True)]
+                    except ScoringError:
+                        scored = []
+                        for t in chunk:
+                            try:
+                                scored.append(with_scores(t, scorer.score_trajectories([t])[0], key))
+                            except ScoringError as e:
+                                log.warning("%s", e)
+                                unscored.append(t.id)
+                                scored.append(t)
+                    for t in scored:
+                        store.append(t)
+                        done[t.id] = t
+                    bar.advance(len(chunk))
+    finally:
+        store.close()
+    return [done[t.id] for t in trajs], unscored
