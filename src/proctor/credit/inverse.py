@@ -4,7 +4,8 @@ Transitions (s_t, a_t, s_{t+1}, a', terminal, label):
 - label 1 from expert demonstrations, with a' re-sampled from the current policy at s_{t+1};
 - label 0 from policy rollouts, with a' = the rollout's own next action a_{t+1}.
 The last step of a trajectory is terminal (no s', a') when the env terminated the episode there. A last step
-that only the step limit ended (`Step.truncated`, gymnasium's truncation) is not terminal: its target would
+that the env did not terminate (the step limit, `Step.truncated`: gymnasium's truncation; or an env or agent
+error) is not terminal: its target would
 bootstrap from Q(s_T, a_T), which the data does not hold, so it yields no transition (the step before it
 still bootstraps from it). Classes are balanced by sampling the larger one
 down to the size of the smaller (seeded, from the canonical order). The PRM then uses the implied reward
@@ -40,8 +41,9 @@ def _transitions(traj: Trajectory, label: float, next_action_at: Mapping[tuple[s
     out = []
     for i, step in enumerate(traj.steps):
         terminal = i == n_steps - 1
-        if terminal and step.truncated:
-            break  # the step limit ended it: its target would bootstrap from a state the data does not hold
+        if terminal and (step.truncated or traj.termination in ("env_error", "agent_error")):
+            break  # the step limit (or an env/agent error) ended it: its target would bootstrap from Q(s', a'),
+            # which the data does not hold
         nxt_key = nxt_action = None
         if not terminal:
             nxt_key = keys[i + 1].hex()
