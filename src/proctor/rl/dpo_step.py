@@ -1,0 +1,84 @@
+"""One DPO optimisation step over preference pairs, and the reference log-probabilities it compares to.
+
+For a batch of B pairs the 2B sequences (prompt + chosen, prompt + rejected) run in one forward pass
+(`proctor.rl.sequences`: vocabulary projection only at completion positions); the sequence log-probs
+(sums, or per-token means with `average`) go to a registered DPO loss (`proctor.rl.dpo_losses`).
+
+The reference is the policy before an iteration's first update (online DPO's previous iterate): its
+log-probs on the iteration's pairs are computed once, in eval mode without gradients, before training
+(`reference_logprobs`). That gives exactly the numbers a frozen copy of the model would give at every step,
+without holding a second model in memory (TRL's `precompute_ref_log_probs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from proctor.rl.dpo_losses import DPO_LOSSES, log_ratio_margin
+from proctor.rl.pairs import PreferencePair
+from proctor.rl.sequences import batch_logprobs, collate_completions, sequence_logprobs
+
+
+def pair_rows(pairs: Sequence[PreferencePair]) -> list[tuple[list[int], list[int]]]:
+    """The chosen sequences of `pairs`, then their rejected sequences."""
+    return [(p.prompt_ids, p.chosen_ids) for p in pairs] + [(p.prompt_ids, p.rejected_ids) for p in pairs]
+
+
+def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, average: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(log π(chosen) [B], log π(rejected) [B], real tokens in the batch) in one forward pass."""
+    batch = collate_completions(pair_rows(pairs), pad_id)
+    logps = sequence_logprobs(batch_logprobs(model, batch), batch.completion_mask.to(
+        next(model.parameters()).device), average)
+    return logps[: len(pairs)], logps[len(pairs):], batch.tokens
+
+
+@torch.no_grad()
+def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, batch_size: int,
+                       average: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π_ref of every pair's chosen and rejected completion, [P] each, with `model` as it is now (eval
+    mode, no gradients; the train/eval mode is restored)."""
+    was_training = model.training
+    model.eval()
+    chosen, rejected = [], []
+    try:
+        for i in range(0, len(pairs), batch_size):
+            c, r, _ = pair_logprobs(model, pairs[i:i + batch_size], pad_id, average)
+            chosen.append(c.float())
+            rejected.append(r.float())
+    finally:
+        model.train(was_training)
+    return torch.cat(chosen), torch.cat(rejected)
+
+
+def dpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pairs: Sequence[PreferencePair],
+             ref_chosen: torch.Tensor, ref_rejected: torch.Tensor, *, pad_id: int, loss: str = "sigmoid",
+             beta: float = 0.1, label_smoothing: float = 0.0, average: bool = False,
+             max_grad_norm: float | None = 1.0) -> dict[str, Any]:
+    """One optimizer step on a batch of pairs; returns the step's statistics: `loss`, `chosen_logratio` and
+    `rejected_logratio` (mean log π − log π_ref of each side), `margin` (mean h), `accuracy` (share of
+    pairs with h > 0), `grad_norm`, `tokens`."""
+    loss_fn = DPO_LOSSES.get(loss)
+    pc, pr, tokens = pair_logprobs(model, pairs, pad_id, average)
+    ref_c, ref_r = ref_chosen.to(pc.device), ref_rejected.to(pc.device)
+    losses = loss_fn(pc, pr, ref_c, ref_r, beta=beta, label_smoothing=label_smoothing)
+    value = losses.mean()
+    optimizer.zero_grad(set_to_none=True)
+    value.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm is not None else float("inf"))
+    optimizer.step()
+    with torch.no_grad():
+        h = log_ratio_margin(pc, pr, ref_c, ref_r)
+        return {
+            "loss": float(value),
+            "chosen_logratio": float((pc - ref_c).mean()),
+            "rejected_logratio": float((pr - ref_r).mean()),
+            "margin": float(h.mean()),
+            "accuracy": float((h > 0).float().mean()),
+            "grad_norm": float(norm),
+            "tokens": tokens,
+        }

@@ -1,0 +1,343 @@
+"""Online DPO against a process reward model (AgentPRM stage 3; ALGORITHMS.md §9).
+
+One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
+
+1. states: the current policy's rollouts on the env's tasks (`proctor.rollout.run_rollout`), or, for the
+   first iteration, a given trajectory store of them (`states_from`); every step's prefix is a state,
+   `max_states` of them are drawn at random;
+2. candidates: the policy proposes N ≥ 2 actions per state (its agent config: `hf`, `choice`, ...);
+3. preferences: the PRM scores each (state, action) (`PRMScorer.score_actions`, the state's KV cache shared
+   by the N candidates); chosen = best, rejected = worst, an unfinished generation's score lowered by
+   `unfinished_penalty`, ties skipped (`proctor.rl.pairs.preference_pair`);
+4. tokens: the candidate's own generated ids when it carries them (never a re-tokenization), else the one
+   renderer's assistant reply for the action (`proctor.rl.pairs.candidate_tokens`);
+5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
+   log-probs on the pairs are computed once (`proctor.rl.dpo_step.reference_logprobs`, a frozen copy's
+   numbers without a second model);
+6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO) or IPO loss and β;
+7. the iterate is saved as a `save_pretrained` folder (`iter-k/policy`, safetensors; LoRA merged, adapters in
+   `adapter/`), with `iter-k/metrics.json` and `iter-k/pairs.jsonl`.
+
+Layout of `output_dir`: `iter-k/{rollouts/, pairs.jsonl, metrics.json, policy/}` and `summary.json`. Samplers
+of kind `hf` generate with the in-memory policy; other kinds are built on the current iterate's folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from proctor.agents.base import Agent
+from proctor.agents.registry import AgentConfig, agent_config
+from proctor.models.loading import resolve_device
+from proctor.prm.model import ProcessRewardModel
+from proctor.prm.scoring import PRMScorer
+from proctor.progress import StageProgress
+from proctor.prompts import Prefix, PromptConfig, prefix_at
+from proctor.rl.dpo_step import dpo_step, reference_logprobs
+from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
+from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rollout.config import RolloutConfig
+from proctor.rollout.run import run_rollout
+from proctor.trajectory import Trajectory, TrajectoryStore
+
+log = logging.getLogger(__name__)
+
+ERROR_TERMINATIONS = ("env_error", "agent_error")
+_NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; online DPO needs the policy's own actions "
+                "(e.g. kind hf or choice)")
+
+
+class OnlineDPOConfig(BaseModel):
+    """Online DPO against a PRM (see module docstring); one YAML file for `proctor train dpo`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # what to train, against what, where to
+    policy: str = Field(description="the starting policy: a model folder or hub name (iteration 0)")
+    prm: Path = Field(description="a PRM folder (`proctor prm train`)")
+    output_dir: Path = Field(description="a new or empty folder for the iterations' artifacts")
+    # states: the current policy's rollouts
+    env: str = Field(description="registered env name")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    env_module: str | None = Field(default=None, description="module imported first (registers your envs)")
+    split: str = "train"
+    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    rollouts_per_task: int = Field(default=1, ge=1)
+    batch: int = Field(default=8, ge=1, description="envs stepped together, and states per agent call")
+    workers: int = Field(default=0, ge=0, description="env worker processes for the rollouts")
+    states_from: Path | None = Field(default=None, description="trajectory store of the policy's rollouts, "
+                                     "used instead of rolling out in the first iteration")
+    max_states: int | None = Field(default=None, ge=1, description="states drawn per iteration (None: all)")
+    # candidates and preferences
+    agent: AgentConfig = Field(description="the policy's agent config; its `model` is filled in (default hf)")
+    n_actions: int = Field(default=4, ge=2, description="actions sampled per state")
+    prm_prompt: PromptConfig | None = Field(default=None, description="the PRM's renderer (None: its default)")
+    unfinished_penalty: float = Field(default=0.0, ge=0, description="subtracted from the PRM score of a "
+                                      "generation that ran out of tokens")
+    margin: float = Field(default=0.0, ge=0, description="pairs need best − worst score > margin (ties skipped)")
+    max_length: int | None = Field(default=None, ge=2, description="skip pairs longer than this (tokens)")
+    # loss and optimisation
+    loss: Literal["sigmoid", "ipo"] = "sigmoid"
+    beta: float = Field(default=0.1, gt=0)
+    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
+    average_logprobs: bool | None = Field(default=None, description="per-token mean log-probs instead of "
+                                          "sums (None: mean for ipo, sum for sigmoid, as TRL)")
+    iterations: int = Field(default=1, ge=1)
+    epochs: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=8, ge=1, description="pairs per optimizer step")
+    learning_rate: float = Field(default=1e-6, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    lora: dict[str, Any] | None = Field(default=None, description="LoraConfig arguments, e.g. {r: 8}; None: full")
+    dtype: str | None = None
+    device: str | None = Field(default="auto", description="auto: cuda when available, else cpu")
+    seed: int = 0
+    progress: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_on_policy(cls, data: Any) -> Any:
+        """The agent samples from the policy: default {kind: hf}; its `model` is the policy."""
+        if isinstance(data, dict):
+            agent = data.get("agent", {"kind": "hf"})
+            if isinstance(agent, str):
+                agent = {"kind": agent}
+            if isinstance(agent, dict):
+                if "model" in agent and agent["model"] != data.get("policy"):
+                    raise ValueError("agent.model must be left out: the agent samples from `policy`")
+                agent = {**agent, "model": data.get("policy")}
+                try:
+                    agent_config(agent)
+                except ValidationError as e:
+                    if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
+                        raise ValueError(_NOT_A_MODEL.format(kind=agent.get("kind"))) from None
+            data = {**data, "agent": agent}
+        return data
+
+    @field_validator("agent")
+    @classmethod
+    def _samples_from_a_model(cls, v: Any) -> Any:
+        if not hasattr(v, "model"):
+            raise ValueError(_NOT_A_MODEL.format(kind=v.kind))
+        return v
+
+    @property
+    def prompt(self) -> PromptConfig:
+        """The policy's prompt config (its agent's), used to render training prompts."""
+        return getattr(self.agent, "prompt", None) or PromptConfig()
+
+    @property
+    def average(self) -> bool:
+        return self.loss == "ipo" if self.average_logprobs is None else self.average_logprobs
+
+
+@dataclass
+class OnlineDPOResult:
+    policy_dir: Path
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
+    """Run `cfg.iterations` iterations of online DPO (see module docstring); returns the last iterate."""
+    _check_output_dir(cfg.output_dir)
+    torch.manual_seed(cfg.seed)
+    device = resolve_device(cfg.device)
+    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(cfg.prm, device=device))
+    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate,
+                                  weight_decay=cfg.weight_decay)
+    current, history = cfg.policy, []
+    for k in range(1, cfg.iterations + 1):
+        folder = cfg.output_dir / f"iter-{k}"
+        clock = {"start": time.monotonic()}
+        sampler = make_sampler(cfg, policy, tokenizer, current)
+        # 1. states from the current policy's rollouts
+        trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
+        prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))
+        clock["rollout"] = time.monotonic()
+        # 2-4. N actions per state, PRM scores, chosen = best, rejected = worst, their token ids
+        pairs, collected = collect_pairs(cfg, prefixes, sampler, scorer, tokenizer)
+        clock["pairs"] = time.monotonic()
+        sampler.close()
+        if not pairs:
+            raise RuntimeError(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
+                               "a tie: the policy proposed equally scored actions); raise n_actions or the "
+                               "agent's temperature")
+        # 5. reference = this iteration's starting weights (the previous iterate), frozen
+        ref_c, ref_r = reference_logprobs(policy, pairs, tokenizer.pad_token_id, cfg.batch_size, cfg.average)
+        # 6. DPO epochs over the pairs
+        steps = optimise(cfg, k, policy, optimizer, pairs, ref_c, ref_r, tokenizer.pad_token_id)
+        clock["train"] = time.monotonic()
+        # 7. save the iterate
+        current = str(save_policy(policy, tokenizer, folder / "policy"))
+        clock["save"] = time.monotonic()
+        metrics = iteration_metrics(k, rollout, collected, pairs, steps, clock)
+        write_iteration(folder, metrics, pairs)
+        history.append(metrics)
+        log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(pairs),
+                 steps[0]["loss"], steps[-1]["loss"])
+    result = OnlineDPOResult(Path(current), history)
+    (cfg.output_dir / "summary.json").write_text(json.dumps(
+        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+    return result
+
+
+# -- the stages, in the order train_online_dpo runs them -----------------------------------------------
+def _check_output_dir(out: Path) -> None:
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: output_dir is not empty; choose a new folder (online DPO does not resume)")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def make_sampler(cfg: OnlineDPOConfig, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
+    """The agent proposing the policy's actions: `hf` generates with the in-memory policy (no prefix cache,
+    as the weights change between iterations); other kinds are built on the current iterate's folder."""
+    policy.eval()
+    if cfg.agent.kind == "hf":
+        from proctor.agents.hf import HFAgent
+
+        a = cfg.agent
+        return HFAgent(policy, tokenizer, prompt=a.prompt, temperature=a.temperature, top_p=a.top_p,
+                       top_k=a.top_k, max_new_tokens=a.max_new_tokens, stop=a.stop, seed=a.seed,
+                       batch_size=a.batch_size, prefix_cache=0)
+    return cfg.agent.model_copy(update={"model": current}).build()
+
+
+def policy_rollouts(cfg: OnlineDPOConfig, k: int, sampler: Agent, current: str, out: Path
+                    ) -> tuple[list[Trajectory], dict[str, Any]]:
+    """Iteration k's trajectories of the current policy: `states_from` (k = 1), else fresh rollouts."""
+    if k == 1 and cfg.states_from is not None:
+        trajs = TrajectoryStore.open(cfg.states_from).load()
+        source = {"states_from": str(cfg.states_from)}
+    else:
+        rcfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module,
+                             agent=cfg.agent.model_copy(update={"model": current}), out=out, split=cfg.split,
+                             tasks=cfg.tasks, samples=cfg.rollouts_per_task, batch=cfg.batch,
+                             seed=cfg.seed + k, workers=cfg.workers, progress=cfg.progress)
+        result = run_rollout(rcfg, agent=sampler)
+        trajs = result.store.load()
+        source = {"rollout": result.summary.to_dict()}
+    usable = [t for t in trajs if t.termination not in ERROR_TERMINATIONS and t.steps]
+    if not usable:
+        raise RuntimeError(f"iteration {k}: no usable trajectories (all empty or ended in env/agent errors)")
+    return usable, source
+
+
+def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: random.Random) -> list[Prefix]:
+    """Every step's prefix (the state before its action), or `max_states` of them drawn at random."""
+    where = [(i, t) for i, traj in enumerate(trajs) for t in range(len(traj.steps))]
+    if max_states is not None and max_states < len(where):
+        where = rng.sample(where, max_states)
+    return [prefix_at(trajs[i], t) for i, t in where]
+
+
+def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: PRMScorer,
+                  tokenizer: Any) -> tuple[list[PreferencePair], dict[str, Any]]:
+    """N actions per state from `sampler`, PRM scores, one (best, worst) pair per state that is not a tie."""
+    pairs: list[PreferencePair] = []
+    counts = {"states": len(prefixes), "ties": 0, "too_long": 0, "candidates": 0, "unfinished": 0}
+    score_sum = 0.0
+    with StageProgress("dpo pairs", total=len(prefixes), unit="states", enabled=cfg.progress) as bar:
+        for start in range(0, len(prefixes), cfg.batch):
+            chunk = prefixes[start:start + cfg.batch]
+            for p in chunk:
+                sampler.reset(p)
+            for prefix, cands in zip(chunk, sampler.act(chunk, n=cfg.n_actions), strict=True):
+                scores = scorer.score_actions(prefix, [c.action for c in cands], cfg.prm_prompt)
+                counts["candidates"] += len(cands)
+                counts["unfinished"] += sum(not c.finished for c in cands)
+                score_sum += sum(scores)
+                pick = preference_pair(scores, [c.finished for c in cands], cfg.unfinished_penalty, cfg.margin)
+                if pick is None:
+                    counts["ties"] += 1
+                    continue
+                best, worst = pick
+                shared = prompt_ids(tokenizer, prefix, cfg.prompt)
+                _, chosen, exact_c = candidate_tokens(tokenizer, prefix, cands[best], cfg.prompt, shared)
+                _, rejected, exact_r = candidate_tokens(tokenizer, prefix, cands[worst], cfg.prompt, shared)
+                if cfg.max_length and len(shared) + max(len(chosen), len(rejected)) > cfg.max_length:
+                    counts["too_long"] += 1
+                    continue
+                pairs.append(PreferencePair(
+                    shared, chosen, rejected, (exact_c, exact_r), cands[best].action, cands[worst].action,
+                    (scores[best], scores[worst]),
+                    {"task_id": prefix.task_id, "sample": prefix.sample, "step": prefix.step_index,
+                     "finished": [cands[best].finished, cands[worst].finished]}))
+            bar.advance(len(chunk), stats=f"{len(pairs)} pairs, {counts['ties']} ties")
+    counts["mean_prm_score"] = score_sum / counts["candidates"] if counts["candidates"] else None
+    return pairs, counts
+
+
+def optimise(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             pairs: Sequence[PreferencePair], ref_c: torch.Tensor, ref_r: torch.Tensor, pad_id: int
+             ) -> list[dict[str, Any]]:
+    """`cfg.epochs` shuffled passes over the pairs in batches of `cfg.batch_size`; one stats dict per step."""
+    policy.train()
+    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + k)
+    per_epoch = -(-len(pairs) // cfg.batch_size)
+    steps: list[dict[str, Any]] = []
+    with StageProgress("dpo train", total=cfg.epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
+        for epoch in range(cfg.epochs):
+            order = torch.randperm(len(pairs), generator=gen).tolist()
+            for start in range(0, len(order), cfg.batch_size):
+                idx = order[start:start + cfg.batch_size]
+                stats = dpo_step(policy, optimizer, [pairs[i] for i in idx], ref_c[idx], ref_r[idx],
+                                 pad_id=pad_id, loss=cfg.loss, beta=cfg.beta, label_smoothing=cfg.label_smoothing,
+                                 average=cfg.average, max_grad_norm=cfg.max_grad_norm)
+                steps.append({"epoch": epoch, **stats})
+                bar.advance(1, stats=f"loss {stats['loss']:.4f}, margin {stats['margin']:.3f}")
+    policy.eval()
+    return steps
+
+
+def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any],
+                      pairs: Sequence[PreferencePair], steps: Sequence[dict[str, Any]],
+                      clock: dict[str, float]) -> dict[str, Any]:
+    """What `metrics.json` records about iteration k (stage wall times included)."""
+    exact = sum(e for p in pairs for e in p.exact)
+    last = steps[-max(1, len(steps) // 10):]
+
+    def mean(key: str, rows: Sequence[dict[str, Any]]) -> float:
+        return sum(r[key] for r in rows) / len(rows)
+
+    return {
+        "iteration": k,
+        **rollout,
+        "pairs": len(pairs),
+        **collected,
+        "exact_token_fraction": exact / (2 * len(pairs)),
+        "mean_chosen_score": sum(p.scores[0] for p in pairs) / len(pairs),
+        "mean_rejected_score": sum(p.scores[1] for p in pairs) / len(pairs),
+        "train": {
+            "steps": len(steps),
+            "tokens": sum(s["tokens"] for s in steps),
+            "loss_first": steps[0]["loss"],
+            "loss_last_10pct": mean("loss", last),
+            "chosen_logratio_last_10pct": mean("chosen_logratio", last),
+            "rejected_logratio_last_10pct": mean("rejected_logratio", last),
+            "accuracy_last_10pct": mean("accuracy", last),
+            "log": list(steps),
+        },
+        "wall_s": {stage: round(clock[stage] - clock[prev], 3) for prev, stage in
+                   zip(("start", "rollout", "pairs", "train"), ("rollout", "pairs", "train", "save"), strict=True)},
+    }
+
+
+def write_iteration(folder: Path, metrics: dict[str, Any], pairs: Sequence[PreferencePair]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    with (folder / "pairs.jsonl").open("w") as f:
+        for p in pairs:
+            f.write(json.dumps({**p.meta, "chosen": p.chosen, "rejected": p.rejected, "scores": list(p.scores),
+                                "exact": list(p.exact), "prompt_tokens": len(p.prompt_ids),
+                                "chosen_ids": p.chosen_ids, "rejected_ids": p.rejected_ids}) + "\n")

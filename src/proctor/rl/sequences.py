@@ -1,0 +1,86 @@
+"""Per-token log-probabilities of completions given prompts, in one forward pass per batch.
+
+Every row is `prompt ids + completion ids` (token ids as given: the policy's own generated ids when it has
+them, never a re-tokenization). Rows are left-padded so that all completions end at the last column; the
+model then projects to the vocabulary only the last K + 1 positions (`logits_to_keep`, K = the longest
+completion), which is where every completion token is predicted. Prompts, often most of the tokens, never
+pay for the vocabulary projection or the log-softmax.
+
+    logps, mask = completion_logprobs(model, [(prompt_ids, completion_ids), ...], pad_id)
+    # logps[b, k]: log π(completion token) for the K right-aligned completion positions; mask: real tokens
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class CompletionBatch:
+    """Left-padded rows (see module docstring)."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    position_ids: torch.Tensor  # [B, L]
+    completion_mask: torch.Tensor  # [B, K] 1 on each row's completion tokens (right-aligned)
+
+    @property
+    def tokens(self) -> int:
+        """Real (non-pad) tokens in the batch."""
+        return int(self.attention_mask.sum())
+
+
+def collate_completions(rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int) -> CompletionBatch:
+    """Left-pad `(prompt_ids, completion_ids)` rows; every prompt and completion needs at least one token."""
+    if not rows:
+        raise ValueError("no rows to collate")
+    for i, (p, c) in enumerate(rows):
+        if not p or not c:
+            raise ValueError(f"row {i}: empty {'prompt' if not p else 'completion'}")
+    width = max(len(p) + len(c) for p, c in rows)
+    k = max(len(c) for _, c in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    comp = torch.zeros((len(rows), k), dtype=torch.long)
+    for b, (p, c) in enumerate(rows):
+        seq = list(p) + list(c)
+        ids[b, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        attn[b, width - len(seq):] = 1
+        comp[b, k - len(c):] = 1
+    positions = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    return CompletionBatch(ids, attn, positions, comp)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target] per position, computed in float32: z[y] − logsumexp(z). [B, K]."""
+    logits = logits.float()
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def batch_logprobs(model: torch.nn.Module, batch: CompletionBatch) -> torch.Tensor:
+    """Per-token log-probs [B, K] of the completion positions of `batch` (0 where the mask is 0)."""
+    dev = next(model.parameters()).device
+    k = batch.completion_mask.shape[1]
+    out = model(input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev),
+                position_ids=batch.position_ids.to(dev), logits_to_keep=k + 1, use_cache=False)
+    logits = out.logits[:, :-1]
+    targets = batch.input_ids[:, -k:].to(dev)
+    mask = batch.completion_mask.to(dev).bool()
+    return torch.where(mask, token_logprobs(logits, targets), torch.zeros((), device=dev))
+
+
+def completion_logprobs(model: torch.nn.Module, rows: Sequence[tuple[Sequence[int], Sequence[int]]],
+                        pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(per-token log-probs [B, K], completion mask [B, K]) of `rows` (see module docstring)."""
+    batch = collate_completions(rows, pad_id)
+    return batch_logprobs(model, batch), batch.completion_mask.to(next(model.parameters()).device)
+
+
+def sequence_logprobs(token_logps: torch.Tensor, mask: torch.Tensor, average: bool = False) -> torch.Tensor:
+    """Σ_k log π(y_k) per row, or the mean over the row's tokens (`average`). [B, K] → [B]."""
+    m = mask.to(token_logps.dtype)
+    total = (token_logps * m).sum(dim=1)
+    return total / m.sum(dim=1).clamp(min=1.0) if average else total

@@ -1,0 +1,155 @@
+"""Online DPO against a PRM (proctor.rl.online_dpo) on a tiny model: pairs, exact token ids, the loss going
+down, the chosen log-ratio going up, the PRM-preferred action becoming more likely, the reference being the
+previous iterate, LoRA, and config errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from proctor.envs import make
+from proctor.models import load
+from proctor.prm.model import ProcessRewardModel
+from proctor.prompts import Candidate, Prefix, format_action, prefix_at
+from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+from proctor.rl.pairs import candidate_tokens, preference_pair, prompt_ids
+from proctor.rl.sequences import completion_logprobs, sequence_logprobs
+from proctor.trajectory import TrajectoryStore
+
+
+@pytest.fixture(scope="module")
+def prm_dir(tiny_model_dir, tmp_path_factory):
+    """A PRM on the tiny backbone (random scalar head: its preferences are arbitrary but fixed)."""
+    torch.manual_seed(0)
+    return ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(
+        tmp_path_factory.mktemp("prm") / "prm")
+
+
+def _config(tiny_model_dir, prm_dir, out, **kw) -> OnlineDPOConfig:
+    base = {"policy": str(tiny_model_dir), "prm": prm_dir, "output_dir": out, "env": "household",
+            "env_kwargs": {"max_steps": 3}, "tasks": 4, "agent": {"kind": "hf", "max_new_tokens": 8},
+            "n_actions": 4, "epochs": 3, "batch_size": 4, "learning_rate": 1e-3, "beta": 0.1, "progress": False}
+    return OnlineDPOConfig(**{**base, **kw})
+
+
+def _household_prefix() -> Prefix:
+    env = make("household")
+    obs, info = env.reset(env.task_ids("train")[0], 0)
+    return Prefix(env="household", task_id=env.task_ids("train")[0], task=info["task"], observation=obs,
+                  info={"admissible_actions": info["admissible_actions"]})
+
+
+def test_completion_logprobs_equal_one_unpadded_forward_per_row(tiny_model_dir):
+    model, _ = load(tiny_model_dir)
+    rows = [([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17]), ([18, 19, 20], [21])]
+    logps, mask = completion_logprobs(model, rows, pad_id=0)
+    assert mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 1]]
+    for b, (p, c) in enumerate(rows):
+        with torch.no_grad():
+            full = torch.log_softmax(model(torch.tensor([p + c])).logits[0].float(), -1)
+        expected = [float(full[len(p) - 1 + j, tok]) for j, tok in enumerate(c)]
+        got = logps[b][mask[b].bool()].tolist()
+        assert got == pytest.approx(expected, abs=1e-5)
+    logps = logps.detach()
+    sums = sequence_logprobs(logps, mask)
+    assert float(sums[2]) == pytest.approx(float(logps[2, 3]), abs=1e-6)
+    assert float(sequence_logprobs(logps, mask, average=True)[1]) == pytest.approx(float(sums[1]) / 4, abs=1e-6)
+
+
+def test_preference_pair_hand_cases():
+    assert preference_pair([0.2, 0.9, 0.1, 0.9]) == (1, 2)  # the first best, the last worst
+    assert preference_pair([0.5, 0.5, 0.5]) is None  # a tie
+    assert preference_pair([0.5, 0.6], margin=0.1) is None  # 0.1 is not more than the margin
+    # an unfinished generation loses 0.5: adjusted [0.4, 0.5] → chosen 1, rejected 0
+    assert preference_pair([0.9, 0.5], [False, True], unfinished_penalty=0.5) == (1, 0)
+    with pytest.raises(ValueError, match="at least 2 candidates"):
+        preference_pair([0.3])
+
+
+def test_candidate_tokens_exact_ids_or_the_renderers_reply(tiny_model_dir):
+    _, tok = load(tiny_model_dir)
+    prefix = _household_prefix()
+    shared = prompt_ids(tok, prefix)
+    exact = Candidate(action="look", token_ids=[7, 7, 7], meta={"prompt_tokens": len(shared)})
+    assert candidate_tokens(tok, prefix, exact) == (shared, [7, 7, 7], True)
+    # without token ids: the assistant turn of the chat template for the formatted action
+    _, ids, is_exact = candidate_tokens(tok, prefix, Candidate(action="look"))
+    assert not is_exact
+    assert ids == tok(format_action("look") + "<|im_end|>\n", add_special_tokens=False)["input_ids"]
+    with pytest.raises(ValueError, match="prompt config must be the one training uses"):
+        candidate_tokens(tok, prefix, Candidate(action="look", token_ids=[1], meta={"prompt_tokens": 3}))
+
+
+def _pair_logps(model, pairs, key):
+    rows = [(p["prompt_ids"], p[key]) for p in pairs]
+    with torch.no_grad():
+        lp, m = completion_logprobs(model, rows, pad_id=0)
+    return sequence_logprobs(lp, m)
+
+
+def test_online_dpo_trains_toward_the_prms_choices(tiny_model_dir, prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run")
+    result = train_online_dpo(cfg)
+    m = result.iterations[0]
+    assert m["pairs"] >= 8 and m["states"] == 12  # 4 tasks × 3 steps, all states kept
+    assert m["exact_token_fraction"] == 1.0  # every completion is the policy's own generated ids
+    log = m["train"]["log"]
+    assert log[0]["loss"] == pytest.approx(math.log(2), abs=1e-5)  # the policy starts as its reference
+    last_epoch = [s for s in log if s["epoch"] == cfg.epochs - 1]
+    assert sum(s["loss"] for s in last_epoch) / len(last_epoch) < 0.9 * math.log(2)
+    assert last_epoch[-1]["chosen_logratio"] > 0 > last_epoch[-1]["rejected_logratio"]
+    # the saved iterate, against the starting policy, on the pairs it trained on (their exact ids)
+    assert (result.policy_dir / "model.safetensors").is_file()
+    pairs = [json.loads(line) for line in (tmp_path / "run/iter-1/pairs.jsonl").read_text().splitlines()]
+    assert all(p["scores"][0] > p["scores"][1] for p in pairs)
+    # the prompts, rebuilt from the stored rollouts by the one renderer, are the ones trained on
+    _, tok = load(tiny_model_dir)
+    trajs = {(t.task_id, t.sample): t for t in TrajectoryStore.open(tmp_path / "run/iter-1/rollouts").load()}
+    for p in pairs:
+        p["prompt_ids"] = prompt_ids(tok, prefix_at(trajs[(p["task_id"], p["sample"])], p["step"]))
+        assert len(p["prompt_ids"]) == p["prompt_tokens"]
+    before, _ = load(tiny_model_dir)
+    after, _ = load(result.policy_dir)
+    gain_chosen = _pair_logps(after, pairs, "chosen_ids") - _pair_logps(before, pairs, "chosen_ids")
+    gain_rejected = _pair_logps(after, pairs, "rejected_ids") - _pair_logps(before, pairs, "rejected_ids")
+    assert float(gain_chosen.mean()) > 0  # the PRM-preferred action became more likely
+    assert float((gain_chosen > gain_rejected).float().mean()) >= 0.8
+    summary = json.loads((tmp_path / "run/summary.json").read_text())
+    assert summary["policy_dir"] == str(result.policy_dir)
+    assert set(m["wall_s"]) == {"rollout", "pairs", "train", "save"}
+
+
+def test_reference_is_the_previous_iterate_and_lora(tiny_model_dir, prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", iterations=2, epochs=2, loss="ipo", beta=0.5,
+                  lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}, learning_rate=5e-3)
+    result = train_online_dpo(cfg)
+    first, second = result.iterations
+    # iteration 2 starts from iteration 1's weights and compares to them: log-ratios start at 0, IPO loss at
+    # (0 − 1/(2β))² = 1
+    assert second["train"]["log"][0]["chosen_logratio"] == pytest.approx(0.0, abs=1e-4)
+    assert second["train"]["log"][0]["loss"] == pytest.approx(1.0, abs=1e-3)
+    assert first["train"]["log"][-1]["margin"] > 0
+    assert (tmp_path / "run/iter-2/rollouts").is_dir()  # iteration 2 rolled out the current policy
+    folder = result.policy_dir
+    assert (folder / "model.safetensors").is_file() and (folder / "adapter/adapter_model.safetensors").is_file()
+    merged, _ = load(folder)  # the merged iterate loads as a plain model
+    base, _ = load(tiny_model_dir)
+    diff = [float((a - b).abs().max()) for (n, a), (_, b) in
+            zip(merged.state_dict().items(), base.state_dict().items(), strict=True) if "q_proj" in n]
+    assert max(diff) > 0
+
+
+def test_config_errors(tiny_model_dir, prm_dir, tmp_path):
+    with pytest.raises(ValueError, match="agent.model must be left out"):
+        _config(tiny_model_dir, prm_dir, tmp_path / "a", agent={"kind": "hf", "model": "other"})
+    with pytest.raises(ValueError, match="does not sample from a model"):
+        _config(tiny_model_dir, prm_dir, tmp_path / "a", agent={"kind": "random"})
+    with pytest.raises(ValueError, match="n_actions"):
+        _config(tiny_model_dir, prm_dir, tmp_path / "a", n_actions=1)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full/x").write_text("")
+    with pytest.raises(FileExistsError, match="output_dir is not empty"):
+        train_online_dpo(_config(tiny_model_dir, prm_dir, tmp_path / "full"))
