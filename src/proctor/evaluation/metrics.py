@@ -3,7 +3,7 @@
 - `wilson_interval` (re-exported from `proctor.rollout.summary`): the 95% interval of a success rate.
 - `mcnemar_exact`: the paired test used by `proctor compare` on the same (task, sample) keys.
 - `paired_bootstrap_diff`: a cluster (per-task) bootstrap interval of the paired difference in success.
-- `auroc` (re-exported from `proctor.prm.metrics`): how well a score separates successes from failures.
+- `auroc` (re-exported from `proctor.stats`): how well a score separates successes from failures.
 - `calibration_bins`, `where_it_went_wrong`: what the report plots and marks.
 """
 
@@ -14,8 +14,8 @@ import random
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
-from proctor.prm.metrics import auroc
 from proctor.rollout.summary import wilson_interval
+from proctor.stats import auroc
 
 __all__ = ["auroc", "calibration_bins", "discordant_counts", "mcnemar_exact", "paired_bootstrap_diff",
            "where_it_went_wrong", "wilson_interval"]

@@ -1,0 +1,111 @@
+"""`run_eval`, `compare` and the `proctor eval` / `proctor compare` commands on real household and `guess`
+runs (a crashing env, a tiny PRM's scores, an N sweep)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from proctor.cli import app
+from proctor.evaluation import EvalConfig, run_eval
+from proctor.evaluation.compare import compare
+from proctor.evaluation.loading import load_run
+from proctor.trajectory import TrajectoryStore
+from test_report import report_root  # noqa: F401  (the shared session fixture: real evaluations)
+
+HOUSEHOLD = {"env": "household", "split": "test", "tasks": 4, "progress": False}
+
+
+def test_expert_evaluation_writes_summary_and_csv_and_resumes(tmp_path):
+    cfg = EvalConfig(**HOUSEHOLD, agent={"kind": "expert", "expert": "search"}, out=tmp_path / "e")
+    s = run_eval(cfg).summary
+    assert (s["episodes"], s["successes"], s["success_ci95"][1]) == (4, 4, 1.0)
+    assert s["success_ci95"][0] == pytest.approx(0.5101, abs=1e-4)  # Wilson, 4 of 4
+    assert s["budget"]["env_steps"] == s["steps"] > 0 and s["prm"] is None
+    assert s["policy"] == "expert(expert=search)" and s["agent"] == {"kind": "expert", "expert": "search"}
+    assert json.loads((tmp_path / "e" / "summary.json").read_text())["successes"] == 4
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "e" / "summary.csv").read_text())))
+    assert rows[0]["group"] == "all" and sum(int(r["episodes"]) for r in rows[1:]) == 4
+    again = run_eval(cfg).summary  # a re-run resumes: nothing new is rolled out
+    assert len(TrajectoryStore.open(tmp_path / "e" / "trajectories").load()) == 4
+    assert {k: again[k] for k in ("episodes", "successes", "steps")} == {k: s[k] for k in ("episodes", "successes",
+                                                                                           "steps")}
+
+
+def test_crashed_episodes_are_failures_and_listed(tmp_path):
+    cfg = EvalConfig(env="guess", env_module="test_rollout_envs", env_kwargs={"crash_on": ["test-1"]},
+                     agent={"kind": "expert"}, out=tmp_path / "g", tasks=4, samples=2, progress=False)
+    s = run_eval(cfg).summary
+    assert (s["episodes"], s["successes"]) == (8, 6)
+    assert s["terminations"]["env_error"] == 2
+    assert [(c["task_id"], c["sample"]) for c in s["crashed"]] == [("test-1", 0), ("test-1", 1)]
+    assert all("boom on test-1" in c["error"] for c in s["crashed"])
+
+
+def test_prm_scores_are_written_onto_every_step(report_root):  # noqa: F811
+    run = load_run(report_root / "epsilon")
+    prm = run.summary["prm"]
+    assert run.summary["store"] == "scored" and run.summary["unscored"] == []
+    assert prm["scored_steps"] == run.summary["steps"] == sum(len(t.steps) for t in run.trajectories)
+    assert all(0 < s.scores["prm"] < 1 for t in run.trajectories for s in t.steps)
+    assert 0 < prm["mean_step_score"] < 1
+    # the rollout store itself is untouched
+    raw = TrajectoryStore.open(report_root / "epsilon" / "trajectories").load()
+    assert all(not s.scores for t in raw for s in t.steps)
+
+
+def test_sweep_writes_one_folder_per_n_and_a_plot(report_root):  # noqa: F811
+    sweep = json.loads((report_root / "choice" / "sweep.json").read_text())
+    assert [r["n"] for r in sweep["rows"]] == [1, 3] and sweep["policy"] == "prm-choice"
+    for n in (1, 3):
+        s = json.loads((report_root / "choice" / f"n{n}" / "summary.json").read_text())
+        assert s["n"] == n and s["agent"]["n"] == n and s["agent"]["base"]["kind"] == "epsilon"
+    assert (report_root / "choice" / "success_vs_n.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (report_root / "choice" / "sweep.csv").read_text().splitlines()[0].startswith("n,policy,")
+
+
+def test_a_sweep_needs_an_agent_with_n(tmp_path):
+    with pytest.raises(ValueError, match="agent kind 'random' has no field 'n'"):
+        EvalConfig(**HOUSEHOLD, agent={"kind": "random"}, out=tmp_path, ns=[1, 2])
+    with pytest.raises(ValueError, match="distinct values >= 1"):
+        EvalConfig(**HOUSEHOLD, agent={"kind": "random"}, out=tmp_path, ns=[0, 2])
+
+
+def test_compare_pairs_the_same_task_sample_keys(report_root):  # noqa: F811
+    result = compare([report_root / "random", report_root / "expert", report_root / "choice"], resamples=2000)
+    base, expert, n1, n3 = result.rows
+    assert base["pairs"] is None and base["policy"] == "random"
+    # random lost all 4, the expert won all 4: 4 discordant pairs, all for B → p = 2 · 2⁻⁴
+    assert (expert["pairs"], expert["b01"], expert["b10"]) == (4, 4, 0)
+    assert expert["p_value"] == pytest.approx(0.125) and expert["diff"] == 1.0 and expert["diff_ci95"] == [1.0, 1.0]
+    assert n1["policy"] == "prm-choice N=1" and n1["pairs"] == 3  # the sweep ran the first 3 tasks
+    assert n3["pairs"] == 3 and n3["b10"] == 0
+    with pytest.raises(ValueError, match="not a `proctor eval` output folder"):
+        compare([report_root / "random", report_root / "prm-train"])
+
+
+def test_eval_and_compare_commands(tmp_path):
+    runner = CliRunner()
+    a = runner.invoke(app, ["eval", "--env", "household", "--agent", "expert", "--agent-arg", "expert=search",
+                            "--tasks", "2", "--out", str(tmp_path / "a"), "--no-progress"])
+    assert a.exit_code == 0, a.output
+    assert "100.0%" in a.output and "by task type" in a.output
+    b = runner.invoke(app, ["eval", "--env", "household", "--agent", "random", "--tasks", "2", "--max-steps", "5",
+                            "--out", str(tmp_path / "b"), "--name", "rand", "--no-progress"])
+    assert b.exit_code == 0, b.output
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["policy"] == "rand"
+    c = runner.invoke(app, ["compare", str(tmp_path / "b"), str(tmp_path / "a"), "--json", str(tmp_path / "c.json")])
+    assert c.exit_code == 0, c.output
+    assert "McNemar" in c.output
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert rows[1]["p_value"] == pytest.approx(0.5)  # 2 discordant pairs: 2 · 2⁻²
+    bad = runner.invoke(app, ["eval", "--env", "household", "--agent", "random", "--n", "1,2", "--tasks", "1",
+                              "--out", str(tmp_path / "x"), "--no-progress"])
+    assert bad.exit_code == 2 and "no field 'n'" in bad.output
+    worse = runner.invoke(app, ["eval", "--env", "household", "--agent", "random", "--n", "1,x",
+                                "--out", str(tmp_path / "x")])
+    assert worse.exit_code == 2 and "comma-separated integers" in worse.output

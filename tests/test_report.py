@@ -1,0 +1,193 @@
+"""The report from real small runs: household evaluations (search expert, random, ε-expert, and a PRM-guided
+choice among sampled candidates swept over N), a tiny PRM's scores written onto every step, and MC-Q labels
+of one evaluation's episodes in a labelled store beside it.
+
+`make_report_folder` is shared with the real-browser test (`test_report_browser.py`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from proctor.agents.base import Agent, Candidate, Prefix
+from proctor.agents.registry import AgentConfig, AgentSpec, agent_kinds, register_agent
+from proctor.evaluation import EvalConfig, run_eval
+from proctor.evaluation.report import build_report, embed_json
+from proctor.evaluation.report_data import collect
+
+FIXTURE_KIND = "prm-choice-fixture"
+
+
+class PRMChoiceAgent(Agent):
+    """Samples `n` actions from a base policy, scores the distinct ones with a PRM at the current state and
+    takes the best, recording every candidate with its score and count in `Candidate.meta` (the fields a
+    best-of-N search agent records, which the report's viewer shows)."""
+
+    def __init__(self, base: Agent, prm_path: str, n: int):
+        from proctor.prm.model import ProcessRewardModel
+        from proctor.prm.scoring import PRMScorer
+
+        self.base, self.n = base, n
+        self.scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_path, dtype="float32"))
+        self.name = f"prm-choice(n={n}, {base.describe()})"
+
+    @property
+    def needs_expert_hints(self) -> bool:
+        return self.base.needs_expert_hints
+
+    def reset(self, prefix: Prefix) -> None:
+        self.base.reset(prefix)
+
+    def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
+        out = []
+        for prefix, cands in zip(prefixes, self.base.act(prefixes, self.n), strict=True):
+            counts = Counter(c.action for c in cands)
+            actions = list(counts)
+            scores = self.scorer.score_actions(prefix, actions)
+            best = max(range(len(actions)), key=lambda i: (scores[i], -i))
+            table = [{"action": a, "score": s, "count": counts[a]} for a, s in zip(actions, scores, strict=True)]
+            out.append([Candidate(actions[best], meta={"prm_score": scores[best], "candidates": table})])
+        return out
+
+
+if FIXTURE_KIND not in agent_kinds():
+    @register_agent(FIXTURE_KIND)
+    class PRMChoiceConfig(AgentSpec):
+        """Test policy: the PRM's pick among n samples of a base policy."""
+
+        kind: str = FIXTURE_KIND
+        base: AgentConfig
+        prm: str
+        n: int = 1
+
+        def build(self) -> Agent:
+            return PRMChoiceAgent(self.base.build(), self.prm, self.n)
+
+
+def make_prm(folder: Path, backbone: Path) -> Path:
+    """An (untrained) scalar PRM on the tiny backbone, saved as a PRM folder."""
+    from proctor.prm.model import ProcessRewardModel
+
+    if not (folder / "prm_config.json").exists():
+        ProcessRewardModel.build(str(backbone), "scalar", dtype="float32").save_pretrained(folder)
+    return folder
+
+
+def make_report_folder(root: Path, backbone: Path) -> Path:
+    """Real evaluations of household test tasks under `root` (see module docstring); returns `root`."""
+    from proctor.credit import Sources, run_method
+    from proctor.credit.io import write_back
+    from proctor.trajectory import TrajectoryStore
+
+    prm = make_prm(root.parent / f"{root.name}-prm", backbone)
+    common = {"env": "household", "split": "test", "tasks": 4, "progress": False, "batch": 4}
+    run_eval(EvalConfig(**common, agent={"kind": "expert", "expert": "search"}, out=root / "expert", prm=prm))
+    run_eval(EvalConfig(**common, agent={"kind": "random"}, out=root / "random", env_kwargs={"max_steps": 8}))
+    eps = run_eval(EvalConfig(**common, agent={"kind": "epsilon", "epsilon": 0.5}, out=root / "epsilon", samples=2,
+                              env_kwargs={"max_steps": 12}, prm=prm))
+    run_eval(EvalConfig(**{**common, "tasks": 3}, name="prm-choice", ns=[1, 3], out=root / "choice",
+                        env_kwargs={"max_steps": 10},
+                        agent={"kind": FIXTURE_KIND, "prm": str(prm), "base": {"kind": "epsilon", "epsilon": 0.5}}))
+    labelled = root / "epsilon-labelled"
+    if not labelled.exists():  # MC-Q targets of the ε-expert's episodes (2 samples per task)
+        trajs = TrajectoryStore.open(root / "epsilon" / eps.summary["store"]).load()
+        records = run_method("mc-q", Sources(trajectories=trajs), {"gamma": 0.95}).records
+        store = TrajectoryStore(labelled)
+        for t in write_back(trajs, records):
+            store.append(t)
+        store.close()
+    (root / "prm-train").mkdir(exist_ok=True)
+    (root / "prm-train" / "trainer_state.json").write_text(json.dumps({"global_step": 3, "log_history": [
+        {"step": 1, "loss": 0.71}, {"step": 2, "loss": 0.52}, {"step": 3, "loss": 0.44, "eval_loss": 0.5}]}))
+    return root
+
+
+@pytest.fixture(scope="session")
+def report_root(tmp_path_factory, tiny_model_dir) -> Path:
+    return make_report_folder(tmp_path_factory.mktemp("report") / "evals", tiny_model_dir)
+
+
+def test_collect_finds_every_evaluation_and_sweep(report_root):
+    data = collect(report_root)
+    names = [p["name"] for p in data["policies"]]
+    assert names == ["prm-choice N=1", "prm-choice N=3", "epsilon(epsilon=0.5)", "expert(expert=search)", "random"]
+    assert all(p["source"] == "eval" for p in data["policies"])  # the labelled copy is not a policy of its own
+    assert [r["n"] for r in data["sweeps"][0]["rows"]] == [1, 3]
+    by = {p["name"]: p for p in data["policies"]}
+    assert by["expert(expert=search)"]["summary"]["success_rate"] == 1.0
+    assert by["random"]["summary"]["terminations"]["max_steps"] == 4
+    assert data["training"][0]["series"]["loss"] == [[1.0, 0.71], [2.0, 0.52], [3.0, 0.44]]
+    assert data["training"][0]["series"]["eval_loss"] == [[3.0, 0.5]]
+
+
+def test_viewer_data_carries_scores_candidates_and_mc_q(report_root):
+    data = collect(report_root)
+    pid = {p["name"]: p["id"] for p in data["policies"]}
+    eps = data["trajectories"][pid["epsilon(epsilon=0.5)"]]
+    assert len(eps) == 8
+    # the tiny PRM's score of every step, and the MC-Q target merged in from the labelled store
+    assert all(isinstance(s["s"], float) and 0 <= s["s"] <= 1 for t in eps for s in t["steps"])
+    assert all(s["q"] is not None for t in eps for s in t["steps"])
+    finished = [t for t in eps if t["success"]]
+    assert finished and all(t["steps"][-1]["q"] == 1.0 for t in finished)  # MC-Q of a winning last step
+    choice = data["trajectories"][pid["prm-choice N=3"]]
+    steps = [s for t in choice for s in t["steps"]]
+    assert all(1 <= len(s["c"]) <= 3 and sum(c["count"] for c in s["c"]) == 3 for s in steps)
+    for s in steps:  # the chosen action is the best-scored candidate, and its score is the step's score
+        chosen = [c for c in s["c"] if c["chosen"]]
+        assert len(chosen) == 1 and chosen[0]["action"] == s["a"]
+        assert chosen[0]["score"] == s["s"] == max(c["score"] for c in s["c"])
+    failed = [t for t in eps + choice if not t["success"]]
+    for t in failed:
+        scores = [s["s"] for s in t["steps"]]
+        below = next((i for i, x in enumerate(scores) if x < 0.5), None)
+        assert t["wrong"]["first_below"] == below
+
+
+def test_report_is_one_self_contained_file(report_root):
+    path = build_report(report_root)
+    assert path == report_root / "report.html"
+    page = path.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from a network
+    assert "<link" not in page and "@import" not in page
+    blob = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.DOTALL).group(1)
+    data = json.loads(blob)
+    assert len(data["policies"]) == 5 and data["generated"]
+
+
+def test_embedded_json_cannot_close_the_script_element():
+    text = embed_json({"o": "</script><script>alert(1)</script> & <b>"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"o": "</script><script>alert(1)</script> & <b>"}
+
+
+def test_a_plain_rollout_folder_gets_a_report(tmp_path):
+    """A folder with only trajectory stores (a `proctor rollout` or quickstart output) is summarised too."""
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    run_rollout(RolloutConfig(env="household", agent={"kind": "random"}, out=tmp_path / "rollouts" / "test",
+                              tasks=2, env_kwargs={"max_steps": 5}, progress=False)).store.close()
+    data = collect(tmp_path)
+    assert [(p["name"], p["source"], p["summary"]["episodes"]) for p in data["policies"]] == [
+        ("rollouts/test", "store", 2)]
+    assert build_report(tmp_path).is_file()
+
+
+def test_report_cli(report_root, tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(report_root), "--out", str(out), "--max-trajectories", "2"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', out.read_text(), re.DOTALL).group(1))
+    assert all(len(v) <= 2 for v in data["trajectories"].values())
+    assert {p["shown"] for p in data["policies"]} == {2} and max(p["total"] for p in data["policies"]) == 8
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere")])
+    assert bad.exit_code == 2 and "no such folder" in bad.output

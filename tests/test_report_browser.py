@@ -1,0 +1,126 @@
+"""report.html in a real browser: headless Chromium (Debian's `chromium` + `chromium-driver`), driven with
+Selenium. The results table and the trajectory viewer render, clicking moves to another trajectory and
+the view changes, no script error is logged, and a screenshot is saved (to $PROCTOR_REPORT_SCREENSHOT too,
+when set)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_report import report_root  # noqa: F401  (the shared session fixture: real evaluations)
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1400,1800")
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium and chromium-driver when missing; the reason it could not, or None."""
+    if CHROMIUM.exists() and DRIVER.exists():
+        return None
+    if shutil.which("apt-get") is None:
+        return "apt-get not found"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"]
+    try:
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900, env=env)
+        if done.returncode != 0:  # the package lists may be missing or stale
+            subprocess.run(["apt-get", "update", "-q"], check=False, capture_output=True, timeout=600, env=env)
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"apt-get failed: {e}"
+    if done.returncode != 0 or not (CHROMIUM.exists() and DRIVER.exists()):
+        return f"apt-get install chromium chromium-driver failed: {done.stderr.strip()[-300:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+    from selenium.webdriver.chrome.service import Service
+
+    reason = _install_chromium()
+    if reason:
+        pytest.skip(f"no headless Chromium for the browser test: {reason}")
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must never download a driver or browser
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def choose(browser, policy: str) -> None:
+    """Pick `policy` in the viewer's policy menu (options read "<name> (<k> episodes)")."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    menu = Select(browser.find_element(By.ID, "policy-select"))
+    texts = [o.text for o in menu.options]
+    menu.select_by_index(next(i for i, t in enumerate(texts) if t.rsplit(" (", 1)[0].strip() == policy))
+
+
+def test_report_renders_and_the_viewer_moves_between_trajectories(browser, report_root, tmp_path):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from proctor.evaluation.report import build_report
+
+    page = build_report(report_root, tmp_path / "report.html")
+    browser.get(page.resolve().as_uri())
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+    assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1"
+
+    rows = browser.find_elements(By.CSS_SELECTOR, "#results-table tbody tr")
+    assert len(rows) == 5
+    expert = next(r for r in rows if "expert(expert=search)" in r.text)
+    assert "100.0%" in expert.text and "4/4" in expert.text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#types-table tbody tr")) >= 1
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart-n svg circle")  # success vs N from the sweep
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart-prm svg circle")  # PRM score vs success
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart-train svg polyline")  # the training curve
+
+    choose(browser, "prm-choice N=3")
+    title = browser.find_element(By.ID, "traj-title")
+    first = title.text
+    steps = browser.find_elements(By.CSS_SELECTOR, "#steps .step")
+    assert first.startswith("prm-choice N=3 · ") and steps
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#score-strip div")) == len(steps)
+    assert browser.find_elements(By.CSS_SELECTOR, "#steps .cands tr.chosen")  # the candidates best-of-N weighed
+    assert "Where it went wrong" in browser.find_element(By.ID, "traj-wrong").text  # the untrained PRM fails all
+    first_action = steps[0].find_element(By.CSS_SELECTOR, ".action").text
+
+    browser.find_element(By.ID, "next-traj").click()
+    second = title.text
+    assert second != first and second.startswith("prm-choice N=3 · ")
+    items = browser.find_elements(By.CSS_SELECTOR, "#traj-list .traj-item")
+    assert "sel" in items[1].get_attribute("class") and "sel" not in items[0].get_attribute("class")
+    items[2].click()
+    assert title.text not in (first, second)
+    browser.find_element(By.CSS_SELECTOR, ".filters button[data-f='all']").click()
+
+    choose(browser, "epsilon(epsilon=0.5)")
+    assert title.text.startswith("epsilon(epsilon=0.5) · ")
+    assert "MC-Q" in browser.find_element(By.ID, "steps").text  # the labelled store's targets
+    assert browser.find_elements(By.CSS_SELECTOR, "#steps .step")[0].find_element(By.CSS_SELECTOR, ".action").text
+    assert first_action
+
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
+    shot = tmp_path / "report.png"
+    browser.execute_script("window.scrollTo(0, 0)")
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    if os.environ.get("PROCTOR_REPORT_SCREENSHOT"):
+        shutil.copy(shot, os.environ["PROCTOR_REPORT_SCREENSHOT"])
