@@ -60,23 +60,46 @@ def serve(
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8765),
     batch_size: int = typer.Option(8),
+    api_key_env: str | None = typer.Option(None, help="environment variable holding the key clients send as Bearer"),
+    limit: list[str] = typer.Option([], help="server bound key=value (repeatable), e.g. max_queue=32"),  # noqa: B008
 ) -> None:
-    """HTTP scoring server: POST /score with {"trajectories": [...]} or {"examples": [{prompt, steps}]}."""
+    """HTTP scoring server: POST /score with {"trajectories": [...]} or {"examples": [{prompt, steps}]}, POST
+    /score_actions with {"state": {...}, "actions": [...]}."""
+    import os
+
     import uvicorn
 
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.server import make_app
+    from proctor.serving.guards import ServerLimits
 
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and not api_key:
+        raise typer.BadParameter(f"environment variable {api_key_env} is unset or empty", param_hint="--api-key-env")
+    try:
+        limits = ServerLimits.from_pairs(limit)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--limit") from None
     scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
-    uvicorn.run(make_app(scorer), host=host, port=port)
+    auth = f"API key from ${api_key_env}" if api_key else "no API key"
+    typer.echo(f"serving the PRM {model} on http://{host}:{port} ({auth})", err=True)
+    uvicorn.run(make_app(scorer, api_key, limits), host=host, port=port)
 
 
 @prm_app.command("eval")
 def evaluate(
     model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="PRM folder")],
-    processbench: Annotated[list[Path], typer.Option(
-        exists=True, dir_okay=False, help="ProcessBench JSON file (repeatable), e.g. gsm8k.json")],
+    processbench: Annotated[list[Path] | None, typer.Option(
+        exists=True, dir_okay=False, help="ProcessBench JSON file (repeatable), e.g. gsm8k.json")] = None,
+    trajectories: Annotated[Path | None, typer.Option(
+        exists=True, help="held-out trajectory store: score spread, Brier/AUROC vs --target, ranking")] = None,
+    target: Annotated[str | None, typer.Option(help="trajectories: the Step.targets key (e.g. mc-q)")] = None,
+    candidates: Annotated[Path | None, typer.Option(
+        exists=True, help="trajectories: candidate completions (rollout start.candidates) for pairwise ranking")] = None,
+    margin: Annotated[float, typer.Option(help="ranking: min MC-Q difference of a pair")] = 0.2,
+    gamma: Annotated[float, typer.Option(help="ranking: the MC-Q discount")] = 0.95,
+    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples (over tasks) for intervals")] = 1000,
     threshold: Annotated[float, typer.Option(help="a step scored below this is predicted wrong")] = 0.5,
     limit: Annotated[int | None, typer.Option(
         help="evaluate N solutions per file, with the file's mix of erroneous and correct ones")] = None,
@@ -84,7 +107,16 @@ def evaluate(
     output: Annotated[Path | None, typer.Option(help="also write the JSON report (with predictions) here")] = None,
 ) -> None:
     """ProcessBench protocol: predict each solution's first wrong step, report accuracy on erroneous and on
-    correct solutions and their harmonic mean (F1) per file: a table on stderr, the JSON on stdout."""
+    correct solutions and their harmonic mean (F1) per file: a table on stderr, the JSON on stdout.
+    With --trajectories: the score spread, Brier and step AUROC against --target, and pairwise ranking
+    accuracy at held-out states from --candidates, with sample sizes and 95% intervals (JSON on stdout)."""
+    if trajectories is not None:
+        _eval_trajectories(model, trajectories, target, candidates, margin, gamma, bootstrap, batch_size, output)
+        return
+    if not processbench:
+        from proctor.cli.options import fail
+
+        fail("prm eval: give --processbench FILE or --trajectories STORE")
     from rich.console import Console
 
     from proctor.prm.model import ProcessRewardModel
@@ -99,4 +131,29 @@ def evaluate(
         output.parent.mkdir(parents=True, exist_ok=True)
         detail = {r.name: {"ids": r.ids, "labels": r.labels, "predicted": r.predicted} for r in results}
         output.write_text(json.dumps({**summary, "predictions": detail}, indent=2))
+    typer.echo(json.dumps(summary))
+
+
+def _eval_trajectories(model: Path, store: Path, target: str | None, candidates: Path | None, margin: float,
+                       gamma: float, n_boot: int, batch_size: int, output: Path | None) -> None:
+    """`prm eval --trajectories`: the report of `proctor.prm.trajectory_eval` as JSON on stdout."""
+    from proctor.cli.options import fail
+    from proctor.credit.montecarlo import MCConfig
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.scoring import PRMScorer
+    from proctor.prm.trajectory_eval import evaluate_trajectories
+    from proctor.trajectory import TrajectoryStore
+
+    try:
+        trajs = TrajectoryStore.open(store).load()
+        comps = TrajectoryStore.open(candidates).load() if candidates is not None else None
+        scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+        report = evaluate_trajectories(scorer, trajs, target=target, completions=comps, margin=margin,
+                                       mc=MCConfig(gamma=gamma), n_boot=n_boot, progress=True)
+    except (OSError, ValueError) as e:
+        fail(e, "prm eval")
+    summary = {"model": str(model), "trajectories": str(store), **report}
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(summary, indent=2))
     typer.echo(json.dumps(summary))

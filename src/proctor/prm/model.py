@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +51,9 @@ class PRMSpec(BaseModel):
         default=("-", "+"), description="reward_tokens head: (wrong, correct)"
     )
     tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig)
+    score_at: Literal["action", "state"] = Field(
+        default="action", description="where it was trained to score: after each action (PRM, Q) or at the "
+        "end of each state (a value model V(s)); `data.score_at` of the training config")
 
 
 @dataclass

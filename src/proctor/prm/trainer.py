@@ -142,6 +142,7 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         gradient_checkpointing=m.gradient_checkpointing,
         trust_remote_code=m.trust_remote_code,
     )
+    prm.spec = prm.spec.model_copy(update={"score_at": cfg.data.score_at})  # saved in prm_config.json
     train = tokenize_examples(prm, load_training_examples(cfg, cfg.data.train, prm.tokenizer), cfg.loss)
     evals = None
     if cfg.data.eval:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.agents.registry import AgentConfig, agent_config
-from proctor.rollout.starts import PrefixLengths
+from proctor.rollout.starts import CandidateConfig, PrefixLengths
 
 
 class StartConfig(BaseModel):
@@ -20,6 +20,8 @@ class StartConfig(BaseModel):
     prefix_lengths: PrefixLengths = Field(
         default="steps", description="'steps': k = 1..T (Math-Shepherd); 'states': k = 0..T-1; or a list of k")
     completions: int = Field(default=4, ge=1, description="completions per prefix")
+    candidates: CandidateConfig | None = Field(
+        default=None, description="at each state t (prefix_lengths 'states' or t < T), try these actions first")
 
 
 class RolloutConfig(BaseModel):
