@@ -1,7 +1,9 @@
 """The one prompt renderer: trajectory prefix → chat messages → model text, for SFT, PRM training, RL and
 inference alike, so training and inference never disagree on the template.
 
-A prefix at step t renders as (with `history=k`, only the last k steps are shown):
+A prefix at step t renders as (with `history=k`, only the last k steps are shown; the task line is then
+followed by "[n earlier steps omitted]", or with `memory=True` by a compact memory of them, "Earlier actions:
+a_0; a_1; ...", so a short window still knows what was done, e.g. which places were already searched):
 
     system     instruction (mentions the output format)
     user       "Task: <task>\n\n<observation of the first shown step>"
@@ -43,6 +45,8 @@ class PromptConfig(BaseModel):
     history: int | None = Field(default=None, ge=0, description="None: full history; k: the last k steps")
     system: str | None = Field(default=None, description="None: the default instruction; '': no system turn")
     show_admissible: bool = True
+    memory: bool = Field(default=False, description="with a history window: list the hidden earlier steps' "
+                         "actions ('Earlier actions: a; b; ...') instead of only their number")
 
     def system_prompt(self) -> str:
         if self.system is not None:
@@ -90,7 +94,9 @@ def render_messages(prefix: Prefix, cfg: PromptConfig | None = None) -> list[dic
     if system:
         messages.append({"role": "system", "content": system})
     header = f"Task: {prefix.task}\n\n"
-    if first > 0:
+    if first > 0 and cfg.memory:
+        header += "Earlier actions: " + "; ".join(s.action for s in steps[:first]) + "\n\n"
+    elif first > 0:
         header += f"[{first} earlier step{'s' if first > 1 else ''} omitted]\n\n"
     messages.append({"role": "user", "content": header + observations[0]})
     for step, next_obs in zip(shown, observations[1:], strict=True):

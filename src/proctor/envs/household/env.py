@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from proctor.envs.base import SPLITS, TextEnv
 from proctor.envs.household.expert import oracle_action
 from proctor.envs.household.grammar import NOTHING, listing, parse_command
+from proctor.envs.household.presets import DEFAULT_PRESET, get_preset
 from proctor.envs.household.tasks import COMPOSITION_SPLIT, TaskSpec, generate, goal_reached, make_task_id
 from proctor.envs.household.world import APPLIANCES, FLAGS, LAMP, World, kind_of
 from proctor.envs.registry import register
@@ -34,14 +35,20 @@ class HouseholdEnv(TextEnv):
         num_tasks: dict[str, int] | None = None,
         max_steps: int = 30,
         expert_hints: bool = False,
+        preset: str = DEFAULT_PRESET,
     ):
+        """`preset`: the room size and task types of this env's task ids (`standard`, or `small` for CPU-sized
+        runs; see `proctor.envs.household.presets`)."""
         counts = {**DEFAULT_NUM_TASKS, **(num_tasks or {})}
         unknown = set(counts) - set(self.splits())
         if unknown:
             raise ValueError(
                 f"household: unknown split(s) in num_tasks: {sorted(unknown)}; known: {self.splits()}"
             )
-        super().__init__(max_steps=max_steps, expert_hints=expert_hints, seed=seed, num_tasks=counts)
+        get_preset(preset)
+        extra = {} if preset == DEFAULT_PRESET else {"preset": preset}
+        super().__init__(max_steps=max_steps, expert_hints=expert_hints, seed=seed, num_tasks=counts, **extra)
+        self.preset = preset
         self.task_seed = int(seed)
         self.num_tasks = counts
         self.spec_task: TaskSpec | None = None
@@ -53,7 +60,7 @@ class HouseholdEnv(TextEnv):
     def task_ids(self, split: str) -> list[str]:
         if split not in self.num_tasks:
             raise ValueError(f"household: unknown split {split!r}; known: {self.splits()}")
-        return [make_task_id(self.task_seed, split, i) for i in range(self.num_tasks[split])]
+        return [make_task_id(self.task_seed, split, i, self.preset) for i in range(self.num_tasks[split])]
 
     # -- episode ------------------------------------------------------------------------------------
     def _reset(self, task_id: str, seed: int) -> tuple[str, dict[str, Any]]:

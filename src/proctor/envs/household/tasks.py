@@ -1,8 +1,11 @@
 """The six ALFWorld task types, their texts and goal tests, and the deterministic task sets.
 
-A task id is `household/s<seed>/<split>/<index>` (e.g. `household/s0/test/00017`): it names everything
-needed to regenerate the episode, whatever seed the env reading it was built with. The generator draws
-from `random.Random("household:<seed>:<split>:<index>")`, so splits never share a generation stream.
+A task id is `household/s<seed>/<split>/<index>` (e.g. `household/s0/test/00017`), or
+`household/<preset>/s<seed>/<split>/<index>` for a size preset other than `standard`
+(`proctor.envs.household.presets`): it names everything needed to regenerate the episode, whatever seed or
+preset the env reading it was built with. The generator draws from
+`random.Random("household:<seed>:<split>:<index>")` (`"household:<preset>:<seed>:..."` for other presets),
+so splits never share a generation stream.
 
 Composition hold-out: every (object type, target) pair a task can name (the target is a receptacle type,
 or the desklamp for examine tasks) is either *held out* or not, a deterministic function of the seed.
@@ -17,6 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
+from proctor.envs.household.presets import ALL_TASK_TYPES, DEFAULT_PRESET, Preset, get_preset
 from proctor.envs.household.world import (
     APPLIANCES,
     FLAGS,
@@ -30,7 +34,7 @@ from proctor.envs.household.world import (
     kind_of,
 )
 
-TASK_TYPES: tuple[str, ...] = ("pick_and_place", "pick_two", "clean", "heat", "cool", "examine")
+TASK_TYPES: tuple[str, ...] = ALL_TASK_TYPES
 COMPOSITION_SPLIT = "test_composition"
 #: fraction of (object, target) pairs held out for the composition split
 HOLDOUT_FRACTION = 0.15
@@ -154,46 +158,58 @@ def held_out_pairs(seed: int) -> frozenset[tuple[str, str]]:
 
 
 @lru_cache(maxsize=256)
-def specs_for_split(seed: int, split: str) -> dict[str, tuple[TaskSpec, ...]]:
-    """Task type -> the specs a split may draw (held-out pairs only in the composition split)."""
+def specs_for_split(seed: int, split: str, task_types: tuple[str, ...] = TASK_TYPES) -> dict[str, tuple[TaskSpec, ...]]:
+    """Task type -> the specs a split may draw (held-out pairs only in the composition split), for the
+    given task types."""
     held = held_out_pairs(seed)
     want_held = split == COMPOSITION_SPLIT
     out: dict[str, tuple[TaskSpec, ...]] = {}
-    for kind in TASK_TYPES:
+    for kind in task_types:
         specs = tuple(s for s in all_specs() if s.kind == kind and ((s.obj, s.target) in held) == want_held)
         if specs:
             out[kind] = specs
     return out
 
 
-def make_task_id(seed: int, split: str, index: int) -> str:
-    return f"household/s{seed}/{split}/{index:05d}"
+def make_task_id(seed: int, split: str, index: int, preset: str = DEFAULT_PRESET) -> str:
+    size = "" if preset == DEFAULT_PRESET else f"{get_preset(preset).name}/"
+    return f"household/{size}s{seed}/{split}/{index:05d}"
 
 
-_TASK_ID = re.compile(r"^household/s(?P<seed>\d+)/(?P<split>\w+)/(?P<index>\d+)$")
+_TASK_ID = re.compile(r"^household/(?:(?P<preset>[a-z]\w*)/)?s(?P<seed>\d+)/(?P<split>\w+)/(?P<index>\d+)$")
 
 
 def parse_task_id(task_id: str) -> tuple[int, str, int]:
+    """(seed, split, index) of a task id (see module docstring)."""
+    seed, split, index, _ = parse_task_id_preset(task_id)
+    return seed, split, index
+
+
+def parse_task_id_preset(task_id: str) -> tuple[int, str, int, Preset]:
+    """(seed, split, index, preset) of a task id (see module docstring)."""
     m = _TASK_ID.match(task_id)
     if not m:
-        raise ValueError(f"not a household task id: {task_id!r} (expected household/s<seed>/<split>/<index>)")
-    return int(m["seed"]), m["split"], int(m["index"])
+        raise ValueError(f"not a household task id: {task_id!r} (expected household/[<preset>/]s<seed>/<split>/<index>)")
+    return int(m["seed"]), m["split"], int(m["index"]), get_preset(m["preset"] or DEFAULT_PRESET)
 
 
 def generate(task_id: str) -> tuple[TaskSpec, str, World]:
     """The task spec, its instruction text and the initial world of `task_id` (deterministic)."""
-    seed, split, index = parse_task_id(task_id)
-    rng = random.Random(f"household:{seed}:{split}:{index}")
-    pools = specs_for_split(seed, split)
+    seed, split, index, preset = parse_task_id_preset(task_id)
+    stream = f"{seed}:{split}:{index}" if preset.name == DEFAULT_PRESET else f"{preset.name}:{seed}:{split}:{index}"
+    rng = random.Random(f"household:{stream}")
+    pools = specs_for_split(seed, split, preset.task_types)
     kind = rng.choice(sorted(pools))
     spec = rng.choice(pools[kind])
     room = rng.choice(_rooms_for(spec))
     required = {} if spec.kind == "examine" else {spec.target: 1}
     if spec.appliance:
         required[spec.appliance] = 1
-    count = rng.choice((2, 2, 3)) if spec.kind == "pick_two" else rng.choice((1, 1, 2))
+    count = rng.choice(preset.object_copies[0] if spec.kind == "pick_two" else preset.object_copies[1])
     avoid = None if spec.kind == "examine" else spec.target
-    world = build_world(rng, room, required, spec.obj, count, avoid)
+    world = build_world(rng, room, required, spec.obj, count, avoid, max_per_type=preset.max_per_type,
+                        max_receptacles=preset.max_receptacles, distractor_types=preset.distractor_types,
+                        distractor_copies=preset.distractor_copies)
     return spec, task_text(spec, rng.randint(0, 1)), world
 
 

@@ -205,6 +205,25 @@ class World:
         return None
 
 
+def _fewer_receptacles(rng: random.Random, room: str, counts: dict[str, int], required: dict[str, int],
+                       spots: list[str], limit: int) -> dict[str, int]:
+    """Keep at most `limit` receptacles: the `required` types, one lamp host (lamp rooms) and one plausible
+    place of the task's object first, then other types of the room in random order, while they fit."""
+    present = [t for t in sorted(counts) if counts[t] > 0]
+    essential = list(required)
+    if room in LAMP_ROOMS and not any(t in essential for t in LAMP_HOSTS):
+        essential.append(next(t for t in present if t in LAMP_HOSTS))
+    if not any(t in essential for t in spots):
+        essential.append(next(t for t in present if t in spots))
+    others = [t for t in present if t not in essential]
+    rng.shuffle(others)
+    kept: dict[str, int] = {}
+    for t in essential + others:
+        if sum(kept.values()) + counts[t] <= limit or t in essential:
+            kept[t] = counts[t]
+    return kept
+
+
 def build_world(
     rng: random.Random,
     room: str,
@@ -212,14 +231,22 @@ def build_world(
     task_object: str,
     task_object_count: int,
     avoid: str | None,
+    *,
+    max_per_type: int | None = None,
+    max_receptacles: int | None = None,
+    distractor_types: tuple[int, int] = (6, 10),
+    distractor_copies: tuple[int, int] = (1, 2),
 ) -> World:
     """Sample a room of kind `room` and place objects in plausible receptacles.
 
     `required` gives minimum receptacle counts the task needs (its target, its appliance). The task's
     object type gets `task_object_count` instances, none of them initially in a receptacle of type
-    `avoid` (the task's target), so no goal holds at the start.
+    `avoid` (the task's target), so no goal holds at the start. The keyword arguments shrink the room (a
+    `proctor.envs.household.presets.Preset`); their defaults draw exactly what they always drew.
     """
     counts = {rtype: rng.randint(lo, hi) for rtype, (lo, hi) in ROOMS[room].items()}
+    if max_per_type is not None:
+        counts = {rtype: min(n, max_per_type) for rtype, n in counts.items()}
     for rtype, n in required.items():
         counts[rtype] = max(counts.get(rtype, 0), n)
     if room in LAMP_ROOMS and not any(counts.get(h, 0) for h in LAMP_HOSTS):
@@ -227,6 +254,8 @@ def build_world(
     spots = [t for t in OBJECTS[task_object].places if t != avoid and t in ROOMS[room]]
     if not any(counts.get(t, 0) for t in spots):
         counts[rng.choice(spots)] = 1
+    if max_receptacles is not None:
+        counts = _fewer_receptacles(rng, room, counts, required, spots, max_receptacles)
     receptacles = [f"{rtype} {i}" for rtype in sorted(counts) for i in range(1, counts[rtype] + 1)]
     by_type: dict[str, list[str]] = {}
     for r in receptacles:
@@ -254,8 +283,8 @@ def build_world(
         for o, k in OBJECTS.items()
         if room in k.rooms and o != task_object and any(t in by_type for t in k.places)
     )
-    for otype in rng.sample(pool, min(len(pool), rng.randint(6, 10))):
-        place(otype, rng.randint(1, 2), None)
+    for otype in rng.sample(pool, min(len(pool), rng.randint(*distractor_types))):
+        place(otype, rng.randint(*distractor_copies), None)
     for items in world.contents.values():
         rng.shuffle(items)
     return world
