@@ -164,6 +164,7 @@ def test_embedded_json_cannot_close_the_script_element():
     text = embed_json({"o": "</script><script>alert(1)</script> & <b>"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == {"o": "</script><script>alert(1)</script> & <b>"}
+    assert json.loads(embed_json({"s": [float("nan"), 0.5, float("inf")]})) == {"s": [None, 0.5, None]}
 
 
 def test_a_plain_rollout_folder_gets_a_report(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import time
 from importlib import resources
 from pathlib import Path
@@ -17,10 +18,21 @@ from proctor.evaluation.report_data import collect
 TEMPLATE = "report_template.html"
 
 
+def _finite(data: object) -> object:
+    """`data` with NaN and ±inf floats as None (JSON has no such numbers; the page shows them as —)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
 def embed_json(data: object) -> str:
     """JSON that is safe inside a <script> element: '<', '>' and '&' become \\u escapes, so no text in a
-    trajectory can close the element or start markup."""
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False, default=str)
+    trajectory can close the element or start markup; NaN and ±inf become null."""
+    text = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
