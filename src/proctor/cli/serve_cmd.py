@@ -25,11 +25,15 @@ def serve(
     ] = None,
     device: Annotated[str, typer.Option(help="'auto' (cuda if available), 'cpu', 'cuda:0', ...")] = "auto",
     dtype: Annotated[str, typer.Option(help="'auto' (checkpoint dtype), 'bfloat16', 'float32', ...")] = "auto",
+    limit: Annotated[list[str], typer.Option(
+        help="server bound key=value (repeatable): max_body_bytes, max_rows, max_request_tokens, max_queue")]
+    = [],  # noqa: B006 - typer needs a literal default
 ) -> None:
     """Serve a causal LM with OpenAI's /v1/models, /v1/chat/completions and /v1/completions."""
     import uvicorn
 
     from proctor.serving import Generator, create_app
+    from proctor.serving.guards import ServerLimits
 
     api_key = None
     if api_key_env is not None:
@@ -37,6 +41,10 @@ def serve(
         if not api_key:
             raise typer.BadParameter(f"environment variable {api_key_env} is unset or empty",
                                      param_hint="--api-key-env")
+    try:
+        limits = ServerLimits.from_pairs(limit)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--limit") from None
     name = served_name or model
     try:
         generator = Generator.load(model, dtype=dtype, device=device)
@@ -45,4 +53,4 @@ def serve(
         raise typer.Exit(code=2) from None
     auth = f"API key from ${api_key_env}" if api_key else "no API key"
     console.print(f"serving {model!r} as {name!r} on http://{host}:{port}/v1 ({auth})")
-    uvicorn.run(create_app(generator, name, api_key), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(generator, name, api_key, limits), host=host, port=port, log_level="info")

@@ -1,26 +1,45 @@
 """The OpenAI-compatible FastAPI app of `proctor serve`: /v1/models, /v1/chat/completions, /v1/completions.
 
-Requests are served one at a time (the `Generator` holds a lock); all n samples of a request, and all
-prompts of a list prompt, go through one batched `generate` call. With an API key configured every /v1
-route needs `Authorization: Bearer <key>`. Errors use OpenAI's shape
+Requests are served one at a time; all n samples of a request, and all prompts of a list prompt, go
+through one batched `generate` call. With an API key configured every /v1 route needs
+`Authorization: Bearer <key>`. Bounds (`ServerLimits`, see `proctor.serving.guards`): body size (413 while
+it streams in), prompts x n and token positions per request (400), requests admitted at once (429); a client
+that disconnects stops its generation at the next token. Errors use OpenAI's shape
 `{"error": {"message", "type", "param", "code"}}`: 400 bad request, 401 bad key, 404 unknown model or route,
-500 model failure (logged with its traceback).
+413, 429, and 500 with only a request id (the exception is logged with it).
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
+import threading
 import time
 import uuid
 from typing import Any
 
+import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from proctor.serving.generation import Completion, GenerationRequestError, GenerationResult, Generator
+from proctor.serving.generation import (
+    Completion,
+    GenerationCancelled,
+    GenerationRequestError,
+    GenerationResult,
+    Generator,
+)
+from proctor.serving.guards import (
+    Admission,
+    BodyLimit,
+    GuardError,
+    ServerLimits,
+    bearer_ok,
+    internal_error,
+    too_many_rows,
+    too_many_tokens,
+)
 from proctor.serving.protocol import ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger("proctor.serve")
@@ -80,17 +99,22 @@ def completion_logprobs(c: Completion) -> dict[str, Any] | None:
     }
 
 
-def create_app(generator: Generator, served_name: str, api_key: str | None = None) -> FastAPI:
+def _error_type(status: int) -> str:
+    return "invalid_request_error" if status < 500 else "server_error"
+
+
+def create_app(generator: Generator, served_name: str, api_key: str | None = None,
+               limits: ServerLimits | None = None) -> FastAPI:
     """The app serving `generator` under the model name `served_name` (see module docstring)."""
+    limits = limits or ServerLimits()
     app = FastAPI(title="proctor serve", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes,
+                       error=lambda status, message, code: error_body(message, _error_type(status), code))
+    admission = app.state.admission = Admission(limits)
     created = int(time.time())
 
     def check_key(request: Request) -> None:
-        if api_key is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), api_key.encode()):
+        if api_key is not None and not bearer_ok(request.headers.get("authorization"), api_key):
             raise OpenAIError(401, "invalid or missing API key (send `Authorization: Bearer <key>`)",
                               code="invalid_api_key")
 
@@ -99,11 +123,34 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
             raise OpenAIError(404, f"the model {name!r} does not exist; this server serves {served_name!r}",
                               code="model_not_found")
 
-    def run(prompts: list[str], req: ChatCompletionRequest | CompletionRequest) -> GenerationResult:
-        try:
-            return generator.generate(prompts, req.sampling(), add_special_tokens=req.add_special_tokens)
+    async def run(request: Request, prompts: list[str], req: ChatCompletionRequest | CompletionRequest
+                  ) -> GenerationResult:
+        """Bound the request (rows, token positions), then generate once admitted; 400/429/499 otherwise."""
+        params = req.sampling()
+        error = too_many_rows(len(prompts) * params.n, limits, "rows (prompts x n)")
+        if error is not None:
+            raise error
+        try:  # tokenizing a large body takes a while: not on the event loop
+            prep = await anyio.to_thread.run_sync(
+                lambda: generator.prepare(prompts, params, add_special_tokens=req.add_special_tokens))
         except GenerationRequestError as e:
             raise OpenAIError(400, str(e)) from e
+        error = too_many_tokens(prep.positions, limits,
+                                f"{prep.rows} rows x ({prep.width} prompt + {prep.max_new} new tokens)")
+        if error is not None:
+            raise error
+
+        def work(cancel: threading.Event) -> GenerationResult:
+            try:
+                return generator.run(prep, params, cancel)
+            except GenerationCancelled:
+                raise GuardError(499, "the client closed the connection", "client_gone") from None
+
+        return await admission.run(request, work)
+
+    @app.exception_handler(GuardError)
+    async def _guard(_: Request, exc: GuardError) -> JSONResponse:
+        return JSONResponse(error_body(exc.message, _error_type(exc.status), exc.code), status_code=exc.status)
 
     @app.exception_handler(OpenAIError)
     async def _openai_error(_: Request, exc: OpenAIError) -> JSONResponse:
@@ -121,8 +168,9 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("request to %s failed", request.url.path)
-        return JSONResponse(error_body(f"{type(exc).__name__}: {exc}", "server_error"), status_code=500)
+        rid, message = internal_error(log, request.url.path, exc)
+        return JSONResponse(error_body(message, "server_error", "internal_error"), status_code=500,
+                            headers={"x-request-id": rid})
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -135,13 +183,13 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/chat/completions", dependencies=[Depends(check_key)])
-    def chat_completions(req: ChatCompletionRequest) -> dict[str, Any]:
+    async def chat_completions(req: ChatCompletionRequest, request: Request) -> dict[str, Any]:
         check_model(req.model)
         try:
-            prompt = generator.chat_prompt(req.chat_messages())
+            prompt = await anyio.to_thread.run_sync(generator.chat_prompt, req.chat_messages())
         except GenerationRequestError as e:
             raise OpenAIError(400, str(e)) from e
-        result = run([prompt], req)
+        result = await run(request, [prompt], req)
         choices = [
             {"index": j, "message": {"role": "assistant", "content": c.text}, "logprobs": chat_logprobs(c),
              "finish_reason": c.finish_reason}
@@ -151,9 +199,9 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
                 "model": served_name, "choices": choices, "usage": usage(result)}
 
     @app.post("/v1/completions", dependencies=[Depends(check_key)])
-    def completions(req: CompletionRequest) -> dict[str, Any]:
+    async def completions(req: CompletionRequest, request: Request) -> dict[str, Any]:
         check_model(req.model)
-        result = run(req.prompts(), req)
+        result = await run(request, req.prompts(), req)
         choices = [
             {"index": i * req.n + j, "text": c.text, "logprobs": completion_logprobs(c),
              "finish_reason": c.finish_reason}

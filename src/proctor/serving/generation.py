@@ -12,6 +12,8 @@ OpenAI semantics on top of `transformers.generate`:
   log-probability of the whole continuation, and there are `completion_tokens` of them.
 - a `seed` seeds torch's generator right before the call; calls are serialised by a lock, so the same
   request with the same seed gives the same samples.
+- `prepare` tokenizes and checks a request without the model (the server bounds it before it waits for the
+  model); `run` generates, and stops at the next token once its `cancel` event is set (a client gone).
 """
 
 from __future__ import annotations
@@ -31,6 +33,45 @@ FINISH_LENGTH = "length"
 
 class GenerationRequestError(ValueError):
     """The request cannot be served as asked (prompt too long, bad parameter); the server answers 400."""
+
+
+class GenerationCancelled(RuntimeError):
+    """`run` stopped early because its cancel event was set."""
+
+
+@dataclass
+class Prepared:
+    """A tokenized request: `rows` = prompts x n sequences of `width` prompt + `max_new` new tokens."""
+
+    enc: Any
+    prompt_tokens: list[int]
+    n: int
+    max_new: int
+    add_special_tokens: bool
+
+    @property
+    def width(self) -> int:
+        return int(self.enc["input_ids"].shape[1])
+
+    @property
+    def rows(self) -> int:
+        return len(self.prompt_tokens) * self.n
+
+    @property
+    def positions(self) -> int:
+        """Token positions the batch holds: rows x (longest prompt + max_new)."""
+        return self.rows * (self.width + self.max_new)
+
+
+def cancel_criteria(cancel: threading.Event) -> Any:
+    """A `transformers` stopping criterion that ends every row once `cancel` is set."""
+    from transformers import StoppingCriteria
+
+    class _Cancel(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+            return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return _Cancel()
 
 
 @dataclass(frozen=True)
@@ -139,10 +180,10 @@ class Generator:
             )
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def generate(
+    def prepare(
         self, prompts: Sequence[str], params: SamplingParams, *, add_special_tokens: bool = True
-    ) -> GenerationResult:
-        """`params.n` samples for each prompt, all in one `generate` call (see module docstring)."""
+    ) -> Prepared:
+        """Tokenize `prompts` and check them against the context window (no model call, no lock)."""
         if not prompts:
             raise GenerationRequestError("no prompt given")
         enc = self.tokenizer(
@@ -151,29 +192,47 @@ class Generator:
         prompt_tokens = [int(m.sum()) for m in enc["attention_mask"]]
         if min(prompt_tokens) == 0:
             raise GenerationRequestError(f"prompt {prompt_tokens.index(0)} is empty (no tokens)")
-        width = enc["input_ids"].shape[1]
-        room = self.context_length - width
+        room = self.context_length - enc["input_ids"].shape[1]
         max_new = params.max_tokens if params.max_tokens is not None else room
         if max_new > room or room < 1:
             raise GenerationRequestError(
                 f"the prompt has {max(prompt_tokens)} tokens and max_tokens is {max_new}, but the model's "
                 f"context length is {self.context_length}; shorten the prompt or lower max_tokens"
             )
+        return Prepared(enc, prompt_tokens, params.n, max_new, add_special_tokens)
+
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, *, add_special_tokens: bool = True,
+        cancel: threading.Event | None = None,
+    ) -> GenerationResult:
+        """`params.n` samples for each prompt, all in one `generate` call (see module docstring)."""
+        return self.run(self.prepare(prompts, params, add_special_tokens=add_special_tokens), params, cancel)
+
+    def run(self, prep: Prepared, params: SamplingParams, cancel: threading.Event | None = None) -> GenerationResult:
+        """Generate for a prepared request; `GenerationCancelled` when `cancel` was set before or during it."""
+        width = prep.width
         device = self.model.device
-        input_ids = enc["input_ids"].repeat_interleave(params.n, dim=0).to(device)
-        attention = enc["attention_mask"].repeat_interleave(params.n, dim=0).to(device)
+        input_ids = prep.enc["input_ids"].repeat_interleave(params.n, dim=0).to(device)
+        attention = prep.enc["attention_mask"].repeat_interleave(params.n, dim=0).to(device)
         sampling: dict[str, Any] = (
             {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
             if params.temperature > 0
             else {"do_sample": False}
         )
+        extra: dict[str, Any] = {}
+        if cancel is not None:
+            from transformers import StoppingCriteriaList
+
+            extra["stopping_criteria"] = StoppingCriteriaList([cancel_criteria(cancel)])
         with self._lock, torch.inference_mode():
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled("cancelled before it started")
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             out = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
-                max_new_tokens=max_new,
+                max_new_tokens=prep.max_new,
                 eos_token_id=self.eos_ids,
                 pad_token_id=self.pad_id,
                 stop_strings=list(params.stop) or None,
@@ -182,14 +241,18 @@ class Generator:
                 return_dict_in_generate=True,
                 output_logits=params.logprobs,
                 **sampling,
+                **extra,
             )
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled("cancelled while generating")
         new_tokens = out.sequences[:, width:].tolist()
         chosen, top = (
             sampled_logprobs(out.logits, out.sequences[:, width:], params.top_logprobs) if params.logprobs else ([], [])
         )
         samples = [self._sample(b, new_tokens[b], chosen, top, params) for b in range(len(new_tokens))]
-        grouped = [samples[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
-        return GenerationResult(completions=grouped, prompt_tokens=prompt_tokens)
+        n_prompts = len(prep.prompt_tokens)
+        grouped = [samples[i * params.n : (i + 1) * params.n] for i in range(n_prompts)]
+        return GenerationResult(completions=grouped, prompt_tokens=prep.prompt_tokens)
 
     def _sample(
         self,

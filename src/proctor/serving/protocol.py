@@ -27,7 +27,7 @@ class _Request(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1, description="a 64-bit signed integer")
     stream: bool = False
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
