@@ -268,4 +268,25 @@ class SwitchConfig(AgentSpec):
                            switch_steps=self.switch_steps, seed=self.seed)
 
 
+@register_agent("choice")
+class ChoiceConfig(AgentSpec):
+    """A local HF causal LM choosing among the admissible actions by their log-likelihood (constrained)."""
+
+    kind: Literal["choice"] = "choice"
+    model: str = Field(description="model folder or hub name")
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    temperature: float = Field(default=1.0, ge=0, description="softmax temperature over the actions; 0: greedy")
+    seed: int | None = 0
+    batch_size: int | None = Field(default=None, ge=1, description="most (state, action) rows per forward pass")
+    device: str | None = None
+    dtype: str | None = None
+    max_new_tokens: int = Field(default=48, ge=1, description="for states without an admissible list (generated)")
+
+    def build(self) -> Agent:
+        from proctor.agents.choice import ChoiceAgent
+
+        return ChoiceAgent(self.model, prompt=self.prompt, temperature=self.temperature, seed=self.seed,
+                           batch_size=self.batch_size, device=self.device, dtype=self.dtype,
+                           max_new_tokens=self.max_new_tokens)
+
 AGENT_KINDS: tuple[str, ...] = tuple(sorted(_KINDS))

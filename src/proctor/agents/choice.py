@@ -1,0 +1,251 @@
+"""`ChoiceAgent`: a causal LM that chooses among the env's admissible actions by their likelihood.
+
+For a prefix with admissible actions a_1..a_m, each action is scored as the assistant reply to the rendered
+prompt x: ℓ_i = log π(y_i | x) = Σ_j log π(y_{i,j} | x, y_{i,<j}), where y_i is the reply the one renderer
+writes for a_i (the formatted action and the end-of-turn token: what the model would generate). Candidates
+are drawn from p_i ∝ exp(ℓ_i / T) (T = `temperature`; T = 1 is the model's own distribution restricted to
+the admissible set; T = 0 takes the argmax, the first on ties), n per prefix, with replacement, reproducibly
+(a seed from the agent's `seed` and the prefix's task, sample, step and env seed).
+
+Each `Candidate` keeps what RL needs: `token_ids` (the reply's ids, end-of-turn included, never re-tokenized),
+`logprobs` (their per-token log π), `meta["prompt_tokens"]`, `meta["choice_logprob"]` (ℓ_i) and
+`meta["choice_prob"]` (p_i at the agent's temperature; at T = 0 the T = 1 probability). Prefixes without an
+admissible list fall back to free generation (`HFAgent` on the same model).
+
+Cost: one padded forward pass over the B prompts (the last position only is projected to the vocabulary),
+then one over all (prefix, action) replies, which attend to their prompt's keys and values (the prompt is
+never recomputed per action). Models whose KV cache is not plain full attention run prompt + reply rows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from proctor.agents.base import Agent, Candidate, Prefix
+from proctor.agents.generation_utils import eos_token_ids
+from proctor.agents.prefix_cache import reusable_cache
+from proctor.prompts.render import PromptConfig, format_action, render_messages, render_prompt
+from proctor.seeding import stable_seed
+
+_SENTINEL = "\u0000REPLY\u0000"
+
+
+def choice_probabilities(logliks: Sequence[float], temperature: float) -> list[float]:
+    """p_i = exp(ℓ_i/T) / Σ_k exp(ℓ_k/T), computed stably (max subtracted); T = 0: one-hot on the first argmax."""
+    if not logliks:
+        raise ValueError("no actions to choose from")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        best = max(range(len(logliks)), key=lambda i: (logliks[i], -i))
+        return [1.0 if i == best else 0.0 for i in range(len(logliks))]
+    top = max(logliks)
+    w = [math.exp((x - top) / temperature) for x in logliks]
+    total = sum(w)
+    return [x / total for x in w]
+
+
+class ChoiceAgent(Agent):
+    """Constrained choice among admissible actions by model likelihood (see module docstring)."""
+
+    def __init__(
+        self,
+        model_or_path: Any,
+        tokenizer: Any = None,
+        prompt: PromptConfig | dict | None = None,
+        temperature: float = 1.0,
+        seed: int | None = 0,
+        batch_size: int | None = None,
+        device: Any = None,
+        dtype: Any = None,
+        max_new_tokens: int = 48,
+    ):
+        """`batch_size`: most (prefix, action) rows per forward pass (None: all of a call's rows at once).
+        `max_new_tokens` applies to the free-generation fallback."""
+        from proctor.models.loading import load, prepare_tokenizer, resolve_device
+
+        if temperature < 0 or (batch_size is not None and batch_size < 1):
+            raise ValueError(f"bad settings: temperature={temperature} (>= 0), batch_size={batch_size} (>= 1)")
+        if isinstance(model_or_path, (str, os.PathLike)):
+            self.model_name = str(model_or_path)
+            self.model, self.tokenizer = load(model_or_path, dtype=dtype, device=device)
+        else:
+            if tokenizer is None:
+                raise ValueError("ChoiceAgent got a model object but no tokenizer")
+            self.model, self.tokenizer = model_or_path, prepare_tokenizer(tokenizer)
+            self.model_name = str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
+            target = resolve_device(device)
+            if target is not None:
+                self.model.to(target)
+            self.model.eval()
+        self.prompt = prompt if isinstance(prompt, PromptConfig) else PromptConfig.model_validate(prompt or {})
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.eos_ids = set(eos_token_ids(self.model, self.tokenizer))
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self._fallback: Agent | None = None
+        self._reuse_kv: bool | None = None  # whether the model's cache can be shared by replies (known after a call)
+        self.name = f"choice:{os.path.basename(self.model_name.rstrip('/')) or self.model_name}"
+
+    def describe(self) -> str:
+        history = "full" if self.prompt.history is None else self.prompt.history
+        sampling = "greedy" if self.temperature == 0 else f"T={self.temperature:g}"
+        return (f"{self.name} ({self.model_name}; admissible actions ranked by log-likelihood, {sampling}, "
+                f"format={self.prompt.format}, history={history}, seed={self.seed})")
+
+    # -- acting ---------------------------------------------------------------------------------------
+    def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        out: list[list[Candidate]] = [[] for _ in prefixes]
+        ranked = [i for i, p in enumerate(prefixes) if p.admissible_actions]
+        free = [i for i, p in enumerate(prefixes) if not p.admissible_actions]
+        if ranked:
+            scored = self.score([prefixes[i] for i in ranked])
+            for i, options in zip(ranked, scored, strict=True):
+                out[i] = self._draw(prefixes[i], options, n)
+        if free:
+            for i, cands in zip(free, self._generator().act([prefixes[i] for i in free], n), strict=True):
+                out[i] = cands
+        return out
+
+    def _draw(self, prefix: Prefix, options: list[Candidate], n: int) -> list[Candidate]:
+        logliks = [c.meta["choice_logprob"] for c in options]
+        probs = choice_probabilities(logliks, self.temperature or 1.0)
+        for c, p in zip(options, probs, strict=True):
+            c.meta["choice_prob"] = p
+        if self.temperature == 0:
+            picks = [choice_probabilities(logliks, 0).index(1.0)] * n
+        else:
+            seed = stable_seed(self.seed, prefix.env, prefix.task_id, prefix.sample, prefix.step_index, prefix.seed)
+            picks = random.Random(seed).choices(range(len(options)), weights=probs, k=n)
+        return [_copy(options[k]) for k in picks]
+
+    def _generator(self) -> Agent:
+        if self._fallback is None:
+            from proctor.agents.hf import HFAgent
+
+            self._fallback = HFAgent(self.model, self.tokenizer, prompt=self.prompt,
+                                     temperature=self.temperature, max_new_tokens=self.max_new_tokens,
+                                     seed=self.seed, batch_size=self.batch_size)
+        return self._fallback
+
+    # -- scoring --------------------------------------------------------------------------------------
+    def reply_ids(self, prefix: Prefix, actions: Sequence[str]) -> list[list[int]]:
+        """The token ids of the assistant reply for each action: the chat template's text after the prompt,
+        up to and including its first end-of-turn token."""
+        if not actions:
+            return []
+        messages = render_messages(prefix, self.prompt)
+        full = self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": _SENTINEL}],
+                                                  add_generation_prompt=False, tokenize=False)
+        prompt = render_prompt(self.tokenizer, prefix, self.prompt)
+        if not full.startswith(prompt) or _SENTINEL not in full[len(prompt):]:
+            raise ValueError(f"the chat template of {self.model_name!r} does not write a reply after the prompt")
+        before, _, after = full[len(prompt):].partition(_SENTINEL)
+        texts = [before + format_action(a, None, self.prompt) + after for a in actions]
+        out = []
+        for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]:
+            end = next((j + 1 for j, tok in enumerate(ids) if tok in self.eos_ids), len(ids))
+            out.append(ids[:end])
+        return out
+
+    def score(self, prefixes: Sequence[Prefix]) -> list[list[Candidate]]:
+        """Every admissible action of every prefix as a `Candidate` with its reply's `token_ids`, per-token
+        `logprobs` and `meta["choice_logprob"]` (their sum), in the admissible list's order."""
+        prompts = [render_prompt(self.tokenizer, p, self.prompt) for p in prefixes]
+        prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        actions = [list(p.admissible_actions or []) for p in prefixes]
+        rows = [(i, a, ids) for i, p in enumerate(prefixes)
+                for a, ids in zip(actions[i], self.reply_ids(p, actions[i]), strict=True)]
+        logprobs: list[list[float]] = []
+        size = self.batch_size or max(len(rows), 1)
+        with torch.inference_mode():
+            for start in range(0, len(rows), size):
+                chunk = rows[start:start + size]
+                used = sorted({i for i, _, _ in chunk})
+                logprobs += self._reply_logprobs([prompt_ids[i] for i in used],
+                                                 [(used.index(i), ids) for i, _, ids in chunk])
+        out: list[list[Candidate]] = [[] for _ in prefixes]
+        for (i, action, ids), lp in zip(rows, logprobs, strict=True):
+            out[i].append(Candidate(
+                action=action, raw_output=format_action(action, None, self.prompt), token_ids=list(ids),
+                logprobs=lp, meta={"prompt_tokens": len(prompt_ids[i]), "choice_logprob": float(sum(lp))}))
+        return out
+
+    def _reply_logprobs(self, prompts: list[list[int]], replies: list[tuple[int, list[int]]]) -> list[list[float]]:
+        """log π of every reply token given its prompt; `replies` are (index into `prompts`, reply ids)."""
+        if min(len(p) for p in prompts) == 0 or min(len(r) for _, r in replies) == 0:
+            raise ValueError(f"{self.name}: an empty prompt or reply")
+        if self._reuse_kv is False:
+            return self._full_rows(prompts, replies)
+        device = self.model.device
+        width = max(len(p) for p in prompts)
+        p_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        p_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for b, ids in enumerate(prompts):
+            p_ids[b, width - len(ids):] = torch.tensor(ids)
+            p_mask[b, width - len(ids):] = 1
+        p_pos = (p_mask.cumsum(1) - 1).clamp(min=0)
+        out = self.model(input_ids=p_ids.to(device), attention_mask=p_mask.to(device), position_ids=p_pos.to(device),
+                         use_cache=True, logits_to_keep=1)
+        first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: the reply's first token
+        self._reuse_kv = reusable_cache(out.past_key_values)
+        if not self._reuse_kv:
+            return self._full_rows(prompts, replies)
+        index = torch.tensor([i for i, _ in replies], device=device)
+        cache = out.past_key_values
+        cache.reorder_cache(index)
+        k = max(len(r) for _, r in replies)
+        r_ids = torch.full((len(replies), k), self.pad_id, dtype=torch.long)
+        r_mask = torch.zeros((len(replies), k), dtype=torch.long)
+        for b, (_, ids) in enumerate(replies):
+            r_ids[b, :len(ids)] = torch.tensor(ids)
+            r_mask[b, :len(ids)] = 1
+        lengths = torch.tensor([len(prompts[i]) for i, _ in replies])
+        r_pos = lengths[:, None] + torch.arange(k)[None, :]
+        attn = torch.cat([p_mask[index.cpu()], r_mask], dim=1)
+        logits = self.model(input_ids=r_ids.to(device), attention_mask=attn.to(device), position_ids=r_pos.to(device),
+                            past_key_values=cache, use_cache=False).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)  # position j predicts reply token j+1
+        rest = logp.gather(-1, r_ids[:, 1:].unsqueeze(-1).to(device)).squeeze(-1).cpu() if k > 1 else None
+        heads = first[index].gather(-1, r_ids[:, :1].to(device)).squeeze(-1).cpu()
+        out_lp = []
+        for b, (_, ids) in enumerate(replies):
+            row = [float(heads[b])] + ([] if rest is None else rest[b, :len(ids) - 1].tolist())
+            out_lp.append(row)
+        return out_lp
+
+    def _full_rows(self, prompts: list[list[int]], replies: list[tuple[int, list[int]]]) -> list[list[float]]:
+        """Without a reusable cache: prompt + reply rows, left-padded so replies end at the last column."""
+        device = self.model.device
+        seqs = [prompts[i] + ids for i, ids in replies]
+        width, k = max(len(s) for s in seqs), max(len(ids) for _, ids in replies)
+        ids_t = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for b, s in enumerate(seqs):
+            ids_t[b, width - len(s):] = torch.tensor(s)
+            mask[b, width - len(s):] = 1
+        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        logits = self.model(input_ids=ids_t.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
+                            logits_to_keep=k + 1).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).cpu()  # [R, k, V]: column c predicts token width-k+c
+        out_lp = []
+        for b, (_, ids) in enumerate(replies):
+            targets = torch.tensor(ids)
+            cols = torch.arange(k - len(ids), k)
+            out_lp.append(logp[b, cols, targets].tolist())
+        return out_lp
+
+
+def _copy(c: Candidate) -> Candidate:
+    return Candidate(action=c.action, reason=c.reason, raw_output=c.raw_output, logprobs=list(c.logprobs or []),
+                     token_ids=list(c.token_ids or []), parsed=c.parsed, finished=c.finished, meta=dict(c.meta))
