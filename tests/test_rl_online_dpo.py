@@ -42,23 +42,6 @@ def _household_prefix() -> Prefix:
                   info={"admissible_actions": info["admissible_actions"]})
 
 
-def test_completion_logprobs_equal_one_unpadded_forward_per_row(tiny_model_dir):
-    model, _ = load(tiny_model_dir)
-    rows = [([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17]), ([18, 19, 20], [21])]
-    logps, mask = completion_logprobs(model, rows, pad_id=0)
-    assert mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 1]]
-    for b, (p, c) in enumerate(rows):
-        with torch.no_grad():
-            full = torch.log_softmax(model(torch.tensor([p + c])).logits[0].float(), -1)
-        expected = [float(full[len(p) - 1 + j, tok]) for j, tok in enumerate(c)]
-        got = logps[b][mask[b].bool()].tolist()
-        assert got == pytest.approx(expected, abs=1e-5)
-    logps = logps.detach()
-    sums = sequence_logprobs(logps, mask)
-    assert float(sums[2]) == pytest.approx(float(logps[2, 3]), abs=1e-6)
-    assert float(sequence_logprobs(logps, mask, average=True)[1]) == pytest.approx(float(sums[1]) / 4, abs=1e-6)
-
-
 def test_preference_pair_hand_cases():
     assert preference_pair([0.2, 0.9, 0.1, 0.9]) == (1, 2)  # the first best, the last worst
     assert preference_pair([0.5, 0.5, 0.5]) is None  # a tie

@@ -1,8 +1,9 @@
 """One DPO optimisation step over preference pairs, and the reference log-probabilities it compares to.
 
-For a batch of B pairs the 2B sequences (prompt + chosen, prompt + rejected) run in one forward pass
-(`proctor.rl.sequences`: vocabulary projection only at completion positions); the sequence log-probs
-(sums, or per-token means with `average`) go to a registered DPO loss (`proctor.rl.dpo_losses`).
+For a batch of B pairs, each prompt runs once and its KV cache serves both completions (chosen and rejected;
+`proctor.rl.sequences.shared_prompt_logprobs`, gradients through the cache), or the 2B concatenated sequences
+run in one pass (`shared_prompt=False`); the vocabulary is projected only at completion positions. The sequence
+log-probs (sums, or per-token means with `average`) go to a registered DPO loss (`proctor.rl.dpo_losses`).
 
 The reference is the policy before an iteration's first update (online DPO's previous iterate): its
 log-probs on the iteration's pairs are computed once, in eval mode without gradients, before training
@@ -19,7 +20,12 @@ import torch
 
 from proctor.rl.dpo_losses import DPO_LOSSES, log_ratio_margin
 from proctor.rl.pairs import PreferencePair
-from proctor.rl.sequences import batch_logprobs, collate_completions, sequence_logprobs
+from proctor.rl.sequences import (
+    batch_logprobs,
+    collate_completions,
+    sequence_logprobs,
+    shared_prompt_logprobs,
+)
 
 
 def pair_rows(pairs: Sequence[PreferencePair]) -> list[tuple[list[int], list[int]]]:
@@ -27,9 +33,16 @@ def pair_rows(pairs: Sequence[PreferencePair]) -> list[tuple[list[int], list[int
     return [(p.prompt_ids, p.chosen_ids) for p in pairs] + [(p.prompt_ids, p.rejected_ids) for p in pairs]
 
 
-def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, average: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(log π(chosen) [B], log π(rejected) [B], real tokens in the batch) in one forward pass."""
+def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, average: bool = False,
+                  shared_prompt: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(log π(chosen) [B], log π(rejected) [B], real tokens of the 2B sequences). `shared_prompt`: each pair's
+    prompt runs once for both completions (`shared_prompt_logprobs`); False: the 2B concatenated rows run
+    (`completion_logprobs`, e.g. with gradient checkpointing). Both give the same numbers."""
+    if shared_prompt:
+        logps, mask, _ = shared_prompt_logprobs(model, [p.prompt_ids for p in pairs],
+                                                [(p.chosen_ids, p.rejected_ids) for p in pairs], pad_id)
+        seq = sequence_logprobs(logps, mask, average)
+        return seq[0::2], seq[1::2], sum(p.tokens for p in pairs)
     batch = collate_completions(pair_rows(pairs), pad_id)
     logps = sequence_logprobs(batch_logprobs(model, batch), batch.completion_mask.to(
         next(model.parameters()).device), average)
@@ -38,7 +51,7 @@ def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_i
 
 @torch.no_grad()
 def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, batch_size: int,
-                       average: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                       average: bool = False, shared_prompt: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """log π_ref of every pair's chosen and rejected completion, [P] each, with `model` as it is now (eval
     mode, no gradients; the train/eval mode is restored)."""
     was_training = model.training
@@ -46,7 +59,7 @@ def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], 
     chosen, rejected = [], []
     try:
         for i in range(0, len(pairs), batch_size):
-            c, r, _ = pair_logprobs(model, pairs[i:i + batch_size], pad_id, average)
+            c, r, _ = pair_logprobs(model, pairs[i:i + batch_size], pad_id, average, shared_prompt)
             chosen.append(c.float())
             rejected.append(r.float())
     finally:
@@ -57,12 +70,12 @@ def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], 
 def dpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pairs: Sequence[PreferencePair],
              ref_chosen: torch.Tensor, ref_rejected: torch.Tensor, *, pad_id: int, loss: str = "sigmoid",
              beta: float = 0.1, label_smoothing: float = 0.0, average: bool = False,
-             max_grad_norm: float | None = 1.0) -> dict[str, Any]:
+             max_grad_norm: float | None = 1.0, shared_prompt: bool = True) -> dict[str, Any]:
     """One optimizer step on a batch of pairs; returns the step's statistics: `loss`, `chosen_logratio` and
     `rejected_logratio` (mean log π − log π_ref of each side), `margin` (mean h), `accuracy` (share of
     pairs with h > 0), `grad_norm`, `tokens`."""
     loss_fn = DPO_LOSSES.get(loss)
-    pc, pr, tokens = pair_logprobs(model, pairs, pad_id, average)
+    pc, pr, tokens = pair_logprobs(model, pairs, pad_id, average, shared_prompt)
     ref_c, ref_r = ref_chosen.to(pc.device), ref_rejected.to(pc.device)
     losses = loss_fn(pc, pr, ref_c, ref_r, beta=beta, label_smoothing=label_smoothing)
     value = losses.mean()

@@ -8,7 +8,15 @@ pay for the vocabulary projection or the log-softmax.
 
     logps, mask = completion_logprobs(model, [(prompt_ids, completion_ids), ...], pad_id)
     # logps[b, k]: log π(completion token) for the K right-aligned completion positions; mask: real tokens
+
+When several completions share one prompt (DPO's chosen and rejected, a group's samples), `shared_prompt_logprobs`
+runs each prompt once: the prompts' forward pass keeps its KV cache, which is repeated for the n completions of
+each prompt, and only the completions run on top of it (right-padded, positions continuing after their prompt).
+Gradients flow through the cache into the prompt's pass, so the result and its gradient equal those of the
+concatenated rows, at about 1/n of the prompt cost. Needs a model whose cache is a plain KV cache (no gradient
+checkpointing, which turns the cache off in training).
 """
+
 
 from __future__ import annotations
 
@@ -84,3 +92,45 @@ def sequence_logprobs(token_logps: torch.Tensor, mask: torch.Tensor, average: bo
     m = mask.to(token_logps.dtype)
     total = (token_logps * m).sum(dim=1)
     return total / m.sum(dim=1).clamp(min=1.0) if average else total
+
+
+def shared_prompt_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
+                           completions: Sequence[Sequence[Sequence[int]]], pad_id: int
+                           ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(per-token log-probs [P·n, K], completion mask [P·n, K], real tokens) of the n completions of every
+    prompt, rows in prompt-major order (prompt 0's n completions, then prompt 1's, ...); completions are
+    left-aligned here (mask 1 on each row's first len(completion) positions). See module docstring."""
+    if not prompts or len(prompts) != len(completions):
+        raise ValueError(f"{len(prompts)} prompts but {len(completions)} completion lists")
+    n = len(completions[0])
+    if n < 1 or any(len(cs) != n for cs in completions):
+        raise ValueError("every prompt needs the same number (>= 1) of completions")
+    rows = [list(c) for cs in completions for c in cs]
+    if any(not p for p in prompts) or any(not c for c in rows):
+        raise ValueError("empty prompt or completion")
+    dev = next(model.parameters()).device
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+        attn[b, width - len(p):] = 1
+    positions = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=positions.to(dev), use_cache=True,
+                logits_to_keep=1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(n)
+    k = max(len(c) for c in rows)
+    cids = torch.full((len(rows), k), pad_id, dtype=torch.long)
+    cmask = torch.zeros((len(rows), k), dtype=torch.long)
+    for b, c in enumerate(rows):
+        cids[b, :len(c)] = torch.tensor(c, dtype=torch.long)
+        cmask[b, :len(c)] = 1
+    full_mask = torch.cat([attn.repeat_interleave(n, dim=0), cmask], dim=1)
+    cpos = attn.sum(dim=1).repeat_interleave(n)[:, None] + torch.arange(k)[None, :]
+    out2 = model(input_ids=cids.to(dev), attention_mask=full_mask.to(dev), position_ids=cpos.to(dev),
+                 past_key_values=cache, use_cache=True)
+    logits = torch.cat([out.logits[:, -1:].repeat_interleave(n, dim=0), out2.logits[:, :-1]], dim=1)
+    cids, cmask = cids.to(dev), cmask.to(dev)
+    logps = torch.where(cmask.bool(), token_logprobs(logits, cids), torch.zeros((), device=dev))
+    return logps, cmask, int(attn.sum()) * n + int(cmask.sum())
