@@ -109,3 +109,19 @@ def test_eval_and_compare_commands(tmp_path):
     worse = runner.invoke(app, ["eval", "--env", "household", "--agent", "random", "--n", "1,x",
                                 "--out", str(tmp_path / "x")])
     assert worse.exit_code == 2 and "comma-separated integers" in worse.output
+
+
+def test_eval_command_reads_a_config_file_and_options_override_it(tmp_path):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text("env: household\nsplit: valid\ntasks: 3\nagent: {kind: epsilon, epsilon: 0.2}\n"
+                   "env_kwargs: {max_steps: 6}\n")
+    r = CliRunner().invoke(app, ["eval", "--config", str(cfg), "--tasks", "2", "--out", str(tmp_path / "o"),
+                                 "--no-progress"])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (s["split"], s["tasks"], s["agent"]["epsilon"], s["env_kwargs"]) == ("valid", 2, 0.2, {"max_steps": 6})
+    assert s["agent"]["seed"] == 0 and s["policy"] == "epsilon(epsilon=0.2)"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env: household\nagent: {kind: random}\nsamples: 0\n")
+    r = CliRunner().invoke(app, ["eval", "--config", str(bad), "--out", str(tmp_path / "b")])
+    assert r.exit_code == 2 and "samples" in r.output and str(bad) in r.output

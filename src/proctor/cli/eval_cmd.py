@@ -54,13 +54,13 @@ def eval_cmd(
     name: Annotated[str | None, typer.Option("--name", help="the policy's label in tables and the report")] = None,
     n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's field `n`): e.g. 1,2,4,8")] = None,
     prm: Annotated[Path | None, typer.Option("--prm", help="score every step with this PRM folder")] = None,
-    split: Annotated[str, typer.Option("--split", help="task split")] = "test",
+    split: Annotated[str | None, typer.Option("--split", help="task split [default: test]")] = None,
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
-    samples: Annotated[int, typer.Option("--samples", help="episodes per task")] = 1,
-    batch: Annotated[int, typer.Option("--batch", help="envs stepped together")] = 8,
+    samples: Annotated[int | None, typer.Option("--samples", help="episodes per task [default: 1]")] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="envs stepped together [default: 8]")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="env step limit")] = None,
-    workers: Annotated[int, typer.Option("--workers", help="env worker processes (0: in-process)")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="run seed (episode seeds derive from it)")] = 0,
+    workers: Annotated[int | None, typer.Option("--workers", help="env worker processes [default: 0, in-process]")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="run seed (episode seeds derive from it) [default: 0]")] = None,
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
     env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers envs)")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="an EvalConfig YAML file (options override it)")] = None,
@@ -80,13 +80,13 @@ def eval_cmd(
     env_kwargs = {**data.get("env_kwargs", {}), **parse_key_values(env_arg, "--env-arg")}
     if max_steps is not None:
         env_kwargs["max_steps"] = max_steps
-    data.update({k: v for k, v in {"env": env, "out": out, "name": name, "prm": prm, "env_module": env_module}.items()
-                 if v is not None})
-    data.update(env_kwargs=env_kwargs, split=split, tasks=tasks, samples=samples, batch=batch, seed=seed,
-                workers=workers, progress=progress)
+    given = {"env": env, "out": out, "name": name, "prm": prm, "env_module": env_module, "split": split,
+             "tasks": tasks, "samples": samples, "batch": batch, "seed": seed, "workers": workers}
+    data.update({k: v for k, v in given.items() if v is not None})  # options given here override the file
+    data.update(env_kwargs=env_kwargs, progress=progress)
     if agent is not None or agent_arg or "agent" not in data:
         data["agent"] = agent_from_options(agent or "random", agent_arg, model=model, expert_kind=expert_kind,
-                                           temperature=temperature, seed=seed)
+                                           temperature=temperature, seed=data.get("seed", 0))
     if n is not None:
         try:
             data["ns"] = [int(x) for x in n.split(",") if x.strip()]
