@@ -136,3 +136,31 @@ def test_config_errors(tiny_model_dir, prm_dir, tmp_path):
     (tmp_path / "full/x").write_text("")
     with pytest.raises(FileExistsError, match="output_dir is not empty"):
         train_online_dpo(_config(tiny_model_dir, prm_dir, tmp_path / "full"))
+
+
+def test_online_dpo_with_the_choice_agent_raises_the_prms_choice(tiny_model_dir, prm_dir, tmp_path):
+    """With the constrained-choice policy (admissible actions by likelihood), the probability the policy gives
+    the PRM-preferred action at each trained state rises."""
+    from proctor.agents.choice import ChoiceAgent
+
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"}, n_actions=6, tasks=6,
+                  epochs=4, learning_rate=2e-3)
+    result = train_online_dpo(cfg)
+    m = result.iterations[0]
+    assert m["pairs"] >= 8 and m["exact_token_fraction"] == 1.0
+    pairs = [json.loads(line) for line in (tmp_path / "run/iter-1/pairs.jsonl").read_text().splitlines()]
+    trajs = {(t.task_id, t.sample): t for t in TrajectoryStore.open(tmp_path / "run/iter-1/rollouts").load()}
+    states = [prefix_at(trajs[(p["task_id"], p["sample"])], p["step"]) for p in pairs]
+
+    def prob_of_chosen(folder) -> list[float]:
+        agent = ChoiceAgent(folder)
+        out = []
+        for p, options in zip(pairs, agent.score(states), strict=True):
+            logits = torch.tensor([c.meta["choice_logprob"] for c in options])
+            probs = torch.softmax(logits, 0)
+            out.append(float(probs[[c.action for c in options].index(p["chosen"])]))
+        return out
+
+    before, after = prob_of_chosen(tiny_model_dir), prob_of_chosen(result.policy_dir)
+    assert sum(after) / len(after) > sum(before) / len(before)
+    assert sum(a > b for a, b in zip(after, before, strict=True)) >= 0.75 * len(pairs)

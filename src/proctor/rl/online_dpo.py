@@ -18,8 +18,8 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 7. the iterate is saved as a `save_pretrained` folder (`iter-k/policy`, safetensors; LoRA merged, adapters in
    `adapter/`), with `iter-k/metrics.json` and `iter-k/pairs.jsonl`.
 
-Layout of `output_dir`: `iter-k/{rollouts/, pairs.jsonl, metrics.json, policy/}` and `summary.json`. Samplers
-of kind `hf` generate with the in-memory policy; other kinds are built on the current iterate's folder.
+Layout of `output_dir`: `iter-k/{rollouts/, pairs.jsonl, metrics.json, policy/}` and `summary.json`. Agents of
+kind `hf` and `choice` run on the in-memory policy; other kinds are built on the current iterate's folder.
 """
 
 from __future__ import annotations
@@ -200,17 +200,23 @@ def _check_output_dir(out: Path) -> None:
 
 
 def make_sampler(cfg: OnlineDPOConfig, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
-    """The agent proposing the policy's actions: `hf` generates with the in-memory policy (no prefix cache,
-    as the weights change between iterations); other kinds are built on the current iterate's folder."""
+    """The agent proposing the policy's actions: kinds `hf` (generation, no prefix cache: the weights change
+    between iterations) and `choice` (admissible actions by likelihood) run on the in-memory policy; other
+    kinds are built on the current iterate's folder."""
     policy.eval()
-    if cfg.agent.kind == "hf":
+    a = cfg.agent
+    if a.kind == "hf":
         from proctor.agents.hf import HFAgent
 
-        a = cfg.agent
         return HFAgent(policy, tokenizer, prompt=a.prompt, temperature=a.temperature, top_p=a.top_p,
                        top_k=a.top_k, max_new_tokens=a.max_new_tokens, stop=a.stop, seed=a.seed,
                        batch_size=a.batch_size, prefix_cache=0)
-    return cfg.agent.model_copy(update={"model": current}).build()
+    if a.kind == "choice":
+        from proctor.agents.choice import ChoiceAgent
+
+        return ChoiceAgent(policy, tokenizer, prompt=a.prompt, temperature=a.temperature, seed=a.seed,
+                           batch_size=a.batch_size, max_new_tokens=a.max_new_tokens)
+    return a.model_copy(update={"model": current}).build()
 
 
 def policy_rollouts(cfg: OnlineDPOConfig, k: int, sampler: Agent, current: str, out: Path
