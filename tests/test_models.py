@@ -115,13 +115,33 @@ def test_default_size_is_a_few_million_parameters(tmp_path):
 
 
 def test_load_errors_say_what_to_do(tmp_path):
-    with pytest.raises(FileNotFoundError, match="build_tiny"):
+    with pytest.raises(FileNotFoundError, match="proctor models tiny"):
         load(tmp_path / "missing" / "model")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load(tmp_path / "empty")
-    with pytest.raises(OSError, match="huggingface-cli download"):
+    with pytest.raises(OSError, match="offline"):
         load("proctor-no-such-org/no-such-model")  # offline (HF_HUB_OFFLINE=1 in conftest)
+
+
+def test_a_missing_local_path_is_reported_at_once_not_tried_on_the_hub(tmp_path, monkeypatch):
+    """`runs/tiny` under an existing `runs/` is a local path: no hub request (which retries for ~60 s)."""
+    import time
+
+    from proctor.models import load_tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for offline in ("", "1"):
+        monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+        t0 = time.monotonic()
+        with pytest.raises(FileNotFoundError, match="the path does not exist") as err:
+            load_tokenizer("runs/tiny")
+        assert time.monotonic() - t0 < 1.0
+        assert ("offline" in str(err.value)) == bool(offline)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="offline .*no copy in the Hugging Face cache"):
+        load_tokenizer("proctor-no-such-org/no-such-model")
 
 
 def test_load_dtype_and_pad_token(small_dir):

@@ -11,3 +11,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
+@app.callback()
+def _root_options(
+    debug: bool = typer.Option(False, "--debug", help="show the full traceback of an error instead of one line"),
+) -> None:
+    """Process reward models for LLM agents: rollouts, per-step targets, PRM training, search."""
+    if debug:
+        import os
+
+        from proctor.cli.errors import DEBUG_ENV
+
+        os.environ[DEBUG_ENV] = "1"

@@ -41,8 +41,59 @@ def resolve_device(device: Any) -> str | None:
 
 
 def _looks_local(name_or_path: str) -> bool:
-    """A path rather than a hub id ("org/name" or "name"): absolute, relative-dotted, or deeper than 2 parts."""
-    return os.path.isabs(name_or_path) or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1
+    """A path rather than a hub id ("org/name" or "name"): absolute, relative-dotted, deeper than 2 parts,
+    not a valid repo id, or under a folder that exists here ("runs/tiny" when ./runs exists)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if os.path.isabs(name_or_path) or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1:
+        return True
+    if "/" in name_or_path and Path(name_or_path.split("/", 1)[0]).is_dir():
+        return True
+    try:
+        validate_repo_id(name_or_path)
+    except HFValidationError:
+        return True
+    return False
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is switched off (`HF_HUB_OFFLINE` / `TRANSFORMERS_OFFLINE` set)."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return any(isinstance(try_to_load_from_cache(repo_id, f), str)
+               for f in ("config.json", "tokenizer_config.json"))
+
+
+def check_model_source(name_or_path: str | os.PathLike, *, need_config: bool = True) -> str:
+    """The local folder or hub id to load, checked without touching the network: a local path that does
+    not exist, a folder that is not a model (no config.json, with `need_config`), or a hub id that is not
+    in the cache while the hub is switched off (`HF_HUB_OFFLINE`) is a `FileNotFoundError` at once."""
+    name = str(name_or_path)
+    local = Path(name).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise FileNotFoundError(f"{local} is a file, not a model folder")
+        if need_config and not (local / "config.json").is_file():
+            raise FileNotFoundError(f"{local} is not a model folder (no config.json in it)")
+        return str(local)
+    offline = " (and the machine is offline: HF_HUB_OFFLINE is set)" if hub_offline() else ""
+    if _looks_local(name):
+        raise FileNotFoundError(
+            f"no model folder at {name}: the path does not exist{offline}; build a tiny one with "
+            f"`proctor models tiny --out {name}` or give a hub name such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+        )
+    if offline and not _in_hub_cache(name):
+        raise FileNotFoundError(
+            f"{name!r}: no such local folder, and the machine is offline (HF_HUB_OFFLINE is set) with no copy "
+            f"in the Hugging Face cache; give a local model folder, or download it where there is network"
+        )
+    return name
 
 
 def _offline_hint(name: str) -> str:
@@ -50,7 +101,7 @@ def _offline_hint(name: str) -> str:
         f"could not load {name!r} from the Hugging Face hub (no network, or no such model). "
         f"On a machine with network run `huggingface-cli download {name}` (the cache is then used offline "
         f"with HF_HUB_OFFLINE=1), or pass a local model folder; for tests, build a tiny model with "
-        f"`proctor.models.build_tiny(out_dir)`"
+        f"`proctor models tiny --out DIR`"
     )
 
 
@@ -68,7 +119,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, *, trust_remote_code: bool =
     """The tokenizer of a model (see module docstring), left-padded, with a pad token."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    name = str(name_or_path)
+    name = check_model_source(name_or_path, need_config=False)
     declared = _declared_tokenizer_class(name)
     if declared in GENERIC_FAST_CLASSES and (Path(name) / "tokenizer.json").is_file():
         tok = PreTrainedTokenizerFast.from_pretrained(name)
@@ -102,17 +153,8 @@ def load(
     """
     from transformers import AutoModelForCausalLM
 
-    name = str(name_or_path)
-    local = Path(name).expanduser()
-    if local.exists():
-        if not (local / "config.json").is_file():
-            raise FileNotFoundError(f"{local} is not a model folder (no config.json in it)")
-        name = str(local)
-    elif _looks_local(name):
-        raise FileNotFoundError(
-            f"no model folder at {name}; build a tiny one with `proctor.models.build_tiny({name!r})` "
-            f"or give a hub name such as 'Qwen/Qwen2.5-0.5B-Instruct'"
-        )
+    name = check_model_source(name_or_path)
+    local = Path(name)
     try:
         tokenizer = load_tokenizer(name, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
