@@ -7,8 +7,8 @@ import importlib
 from proctor.cli.root import app
 
 #: the verb modules, in the order their commands appear in `proctor --help`
-VERB_MODULES = ("quickstart_cmd", "envs_cmd", "rollout_cmd", "targets_cmd", "prm_cmd", "train_cmd",
-                "eval_cmd", "report_cmd", "serve_cmd")
+VERB_MODULES = ("quickstart_cmd", "run_cmd", "envs_cmd", "rollout_cmd", "targets_cmd", "prm_cmd", "train_cmd",
+                "eval_cmd", "report_cmd", "serve_cmd", "models_cmd")
 
 for _name in VERB_MODULES:
     try:

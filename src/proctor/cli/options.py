@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
-console = Console()
+#: tables stay readable in logs: rich assumes 80 columns when stdout is not a terminal
+console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True)
 
 

@@ -1,0 +1,92 @@
+"""`PipelineConfig`: the iterated AgentPRM loop in one validated YAML file (`proctor run CONFIG.yaml`).
+
+    demonstrations → SFT → π0;  for k in 0..iterations-1:
+        roll out π_k on train tasks → per-step targets → PRM Q_k (initialised from π_k) →
+        evaluate on test tasks (π_k, search with Q_k, ...) → improve π_k against Q_k (online DPO) → π_{k+1}
+    evaluate the last policy
+
+Agent configs in `evaluate` may use the placeholders `$policy` (the iteration's policy folder) and `$prm`
+(the iteration's PRM folder); `policy_agent` is how the policy acts (`$policy` is filled in).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Section):
+    """The starting model: an existing folder or hub name, or a tiny model built here (`build_tiny` args)."""
+
+    path: str | None = None
+    tiny: dict[str, Any] | None = Field(default=None, description="proctor.models.build_tiny arguments")
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelSection:
+        if (self.path is None) == (self.tiny is None):
+            raise ValueError("give exactly one of model.path and model.tiny")
+        return self
+
+
+class TaskSection(_Section):
+    """Which tasks and how many episodes per task."""
+
+    split: str
+    tasks: int | None = Field(default=None, ge=1, description="first N tasks of the split (None: all)")
+    samples: int = Field(default=1, ge=1)
+    batch: int = Field(default=16, ge=1)
+
+
+class DemoSection(TaskSection):
+    """Expert demonstrations for SFT."""
+
+    split: str = "train"
+    agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "expert", "expert": "oracle"})
+
+
+class EvalEntry(_Section):
+    """One policy to evaluate: an agent config (placeholders `$policy`, `$prm`) or a search config
+    (`proctor.search`), with the label used in tables."""
+
+    name: str
+    agent: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
+    iterations: list[int] | None = Field(default=None, description="only at these iterations (None: all)")
+
+    @model_validator(mode="after")
+    def _one(self) -> EvalEntry:
+        if (self.agent is None) == (self.search is None):
+            raise ValueError(f"evaluation {self.name!r}: give exactly one of agent and search")
+        return self
+
+
+class EvalSection(TaskSection):
+    split: str = "test"
+    entries: list[EvalEntry] = Field(min_length=1)
+
+
+class PipelineConfig(_Section):
+    """The whole loop (see module docstring). Sections not given take the defaults shown."""
+
+    out: Path
+    seed: int = 0
+    env: str
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    model: ModelSection
+    demos: DemoSection = Field(default_factory=DemoSection)
+    sft: dict[str, Any] = Field(default_factory=dict, description="SFTConfig fields (not model/data/output_dir)")
+    policy_agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "hf"},
+                                         description="how the policy acts; `model` is filled in")
+    iterations: int = Field(default=1, ge=0, description="policy-improvement iterations after SFT")
+    rollout: TaskSection = Field(default_factory=lambda: TaskSection(split="train", samples=4))
+    targets: dict[str, Any] = Field(default_factory=lambda: {"method": "mc-q", "params": {"gamma": 0.95}})
+    prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training")
+    improve: dict[str, Any] = Field(default_factory=dict,
+                                    description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
+    evaluate: EvalSection

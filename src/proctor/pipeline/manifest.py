@@ -1,0 +1,84 @@
+"""`manifest.json`: the lineage of a pipeline run, and stage-granular resume.
+
+Every stage that finishes is recorded with its iteration, its inputs and outputs (paths relative to the run
+directory), its config, the run's seed, the git revision of the code and its wall time; a re-run skips the
+stages recorded as done (and whose outputs still exist), so an interrupted run resumes at the stage it was in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+MANIFEST = "manifest.json"
+
+
+def git_revision() -> str | None:
+    """The git revision of the installed code (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class Manifest:
+    """The run directory's `manifest.json` (see module docstring)."""
+
+    def __init__(self, root: Path, config: dict[str, Any], seed: int):
+        self.root = Path(root)
+        self.path = self.root / MANIFEST
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text())
+            if self.data.get("config") != config:
+                raise ValueError(f"{self.path}: the run in this directory has another config; resume it with the "
+                                 "same config, or choose a new output directory")
+        else:
+            self.data = {"format": "proctor.pipeline", "version": 1, "config": config, "seed": seed,
+                         "git_revision": git_revision(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                         "stages": {}}
+            self._write()
+
+    def _write(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str))
+        os.replace(tmp, self.path)
+
+    def rel(self, path: Path) -> str:
+        path = Path(path)
+        try:
+            return str(path.resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(path)
+
+    def done(self, key: str) -> dict[str, Any] | None:
+        """The record of stage `key` if it finished and its outputs are still there."""
+        rec = self.data["stages"].get(key)
+        if rec is None or not all((self.root / p).exists() for p in rec["outputs"]):
+            return None
+        return rec
+
+    def stage(self, key: str, *, iteration: int, inputs: list[Path], outputs: list[Path], config: Any,
+              run: Callable[[], T], result: Callable[[T], dict[str, Any]] = lambda _: {}) -> dict[str, Any]:
+        """Run stage `key` unless it is done; returns its record (with `result`'s summary of what it made)."""
+        rec = self.done(key)
+        if rec is not None:
+            return rec
+        start = time.perf_counter()
+        value = run()
+        rec = {"iteration": iteration, "inputs": [self.rel(p) for p in inputs],
+               "outputs": [self.rel(p) for p in outputs], "config": config,
+               "seconds": round(time.perf_counter() - start, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+               "result": result(value)}
+        self.data["stages"][key] = rec
+        self._write()
+        return rec

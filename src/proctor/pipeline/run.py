@@ -1,0 +1,253 @@
+"""`run_pipeline(PipelineConfig)`: the iterated AgentPRM loop, one stage function per step, each recorded
+in `manifest.json` (lineage, resume at stage granularity).
+
+Layout of the run directory:
+
+    model/                      the starting model (built tiny, when asked)
+    demos/                      expert demonstrations (trajectory store)
+    iter-<k>/policy/            π_k (iteration 0: SFT on the demos; then online DPO)
+    iter-<k>/rollouts/          π_k on the train tasks        (k < iterations, or k = 0)
+    iter-<k>/targets/           per-step targets (+ trajectories/ with Step.targets filled)
+    iter-<k>/prm/               Q_k, initialised from π_k
+    iter-<k>/eval/<name>/       each evaluation (summary.json, trajectory store)
+    iter-<k>/improve/           online DPO of π_k against Q_k (→ iter-<k+1>/policy)
+    summary.json                the results table of every evaluation, by iteration
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from proctor.pipeline.config import EvalEntry, PipelineConfig
+from proctor.pipeline.manifest import Manifest
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str, dict[str, Any]], None]
+
+
+def fill(value: Any, policy: Path, prm: Path | None) -> Any:
+    """`value` with the placeholders `$policy` / `$prm` replaced by the iteration's folders."""
+    if isinstance(value, dict):
+        return {k: fill(v, policy, prm) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, policy, prm) for v in value]
+    if value == "$policy":
+        return str(policy)
+    if value == "$prm":
+        if prm is None:
+            raise ValueError("an evaluation names $prm, but no PRM is trained before it")
+        return str(prm)
+    return value
+
+
+class Pipeline:
+    """The loop of `run_pipeline`, stage by stage (see module docstring)."""
+
+    def __init__(self, cfg: PipelineConfig, report: Report | None = None):
+        self.cfg = cfg
+        self.out = cfg.out
+        self.report = report or (lambda stage, payload: None)
+        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed)
+        self.results: list[dict[str, Any]] = []
+
+    # -- stages -----------------------------------------------------------------------------------
+    def model(self) -> str:
+        cfg = self.cfg.model
+        if cfg.path is not None:
+            return cfg.path
+        out = self.out / "model"
+
+        def build() -> None:
+            from proctor.models import build_tiny
+
+            build_tiny(out, **{"seed": self.cfg.seed, **(cfg.tiny or {})})
+
+        rec = self.manifest.stage("model", iteration=0, inputs=[], outputs=[out / "config.json"], config=cfg.tiny,
+                                  run=build)
+        self.report("model", rec)
+        return str(out)
+
+    def rollout(self, key: str, agent: dict[str, Any] | Any, section: Any, out: Path, iteration: int,
+                inputs: list[Path]) -> dict[str, Any]:
+        from proctor.rollout import RolloutConfig, run_rollout
+
+        rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
+                             split=section.split, tasks=section.tasks, samples=section.samples,
+                             batch=section.batch, seed=self.cfg.seed)
+        rec = self.manifest.stage(key, iteration=iteration, inputs=inputs, outputs=[out / "manifest.json"],
+                                  config=rcfg.model_dump(mode="json"), run=lambda: run_rollout(rcfg),
+                                  result=lambda r: r.summary.to_dict())
+        self.report(key, rec)
+        return rec
+
+    def sft(self, model: str, demos: Path, out: Path) -> None:
+        from proctor.rl.sft import SFTConfig, train_sft
+
+        scfg = SFTConfig(**{"seed": self.cfg.seed, **self.cfg.sft, "model": model, "data": demos,
+                            "output_dir": out})
+        rec = self.manifest.stage("iter-0/sft", iteration=0, inputs=[demos], outputs=[out / "config.json"],
+                                  config=scfg.model_dump(mode="json"), run=lambda: train_sft(scfg))
+        self.report("sft", rec)
+
+    def targets(self, k: int, rollouts: Path) -> Path:
+        from proctor.credit.stage import TargetsConfig, run_targets
+
+        out = self.out / f"iter-{k}" / "targets"
+        tcfg = TargetsConfig(**{**self.cfg.targets, "input": rollouts, "out": out, "split": "keep",
+                                "write_back": out / "trajectories"})
+        rec = self.manifest.stage(f"iter-{k}/targets", iteration=k, inputs=[rollouts],
+                                  outputs=[out / "targets.parquet", out / "trajectories" / "manifest.json"],
+                                  config=tcfg.model_dump(mode="json"), run=lambda: run_targets(tcfg),
+                                  result=lambda s: {key: s.get(key) for key in ("records", "states", "warning")})
+        self.report("targets", rec)
+        return out / "trajectories"
+
+    def prm(self, k: int, policy: Path, labelled: Path) -> Path:
+        from proctor.prm.config import PRMTrainConfig
+        from proctor.prm.trainer import train_prm
+
+        out = self.out / f"iter-{k}" / "prm"
+        section = dict(self.cfg.prm)
+        model = {"head": "scalar", "dtype": "float32", **section.pop("model", {}), "backbone": str(policy)}
+        training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
+                    **section.pop("training", {}), "output_dir": str(out)}
+        data = {"format": "trajectories", "target": self.cfg.targets.get("method", "mc-q"),
+                **section.pop("data", {}), "train": str(labelled)}
+        pcfg = PRMTrainConfig.model_validate({"loss": "bce", "seed": self.cfg.seed, **section, "model": model,
+                                              "training": training, "data": data})
+
+        def train() -> list[float]:
+            _, _, trainer = train_prm(pcfg)
+            losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+            (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
+            return losses
+
+        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
+                                  outputs=[out / "train_log.json"], config=pcfg.model_dump(mode="json"),
+                                  run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
+                                                                    "last_loss": losses[-1] if losses else None})
+        self.report("prm", rec)
+        return out
+
+    def evaluate(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> dict[str, Any]:
+        out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
+        section = self.cfg.evaluate
+        if entry.agent is not None:
+            from proctor.evaluation import EvalConfig, run_eval
+
+            ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name,
+                              agent=fill(entry.agent, policy, prm), split=section.split, tasks=section.tasks,
+                              samples=section.samples, batch=section.batch, seed=self.cfg.seed,
+                              prm=prm if "$prm" not in json.dumps(entry.agent) else None)
+            run, config = (lambda: run_eval(ecfg).summary), ecfg.model_dump(mode="json")
+        else:
+            from proctor.search.run import SearchRunConfig, run_search
+
+            scfg = SearchRunConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out / "trajectories",
+                                   search=fill(entry.search, policy, prm), split=section.split,
+                                   tasks=section.tasks, samples=section.samples, batch=section.batch,
+                                   seed=self.cfg.seed)
+            run, config = (lambda: _search_summary(run_search(scfg), out, entry.name)), scfg.model_dump(mode="json")
+        rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
+                                  outputs=[out / "summary.json"], config=config, run=run, result=_headline)
+        row = {"iteration": k, "policy": entry.name, **rec["result"], "dir": self.manifest.rel(out)}
+        self.results.append(row)
+        self.report("eval", row)
+        return row
+
+    def improve(self, k: int, policy: Path, prm: Path) -> Path:
+        from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+
+        work = self.out / f"iter-{k}" / "improve"
+        nxt = self.out / f"iter-{k + 1}" / "policy"
+        dcfg = OnlineDPOConfig(**{"seed": self.cfg.seed, "agent": self.cfg.policy_agent, **self.cfg.improve,
+                                  "policy": str(policy), "prm": prm, "output_dir": work, "env": self.cfg.env,
+                                  "env_kwargs": self.cfg.env_kwargs})
+
+        def train() -> dict[str, Any]:
+            if work.exists():  # an interrupted attempt: start the stage over
+                shutil.rmtree(work)
+            result = train_online_dpo(dcfg)
+            nxt.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
+            return {"iterations": result.iterations}
+
+        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=[policy, prm],
+                                  outputs=[nxt / "config.json"], config=dcfg.model_dump(mode="json"), run=train,
+                                  result=lambda r: r)
+        self.report("improve", rec)
+        return nxt
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        import proctor.search  # noqa: F401  (registers the search agent kinds evaluations may name)
+
+        quiet_library_progress()
+        cfg = self.cfg
+        model = self.model()
+        demos = self.out / "demos"
+        self.rollout("demos", cfg.demos.agent, cfg.demos, demos, 0, [])
+        policy = self.out / "iter-0" / "policy"
+        self.sft(model, demos, policy)
+        agent = {**cfg.policy_agent, "model": "$policy"}
+        prm: Path | None = None
+        for k in range(cfg.iterations + 1):
+            if k < cfg.iterations or cfg.iterations == 0:
+                rollouts = self.out / f"iter-{k}" / "rollouts"
+                self.rollout(f"iter-{k}/rollouts", fill(agent, policy, None), cfg.rollout, rollouts, k, [policy])
+                prm = self.prm(k, policy, self.targets(k, rollouts))
+            for entry in cfg.evaluate.entries:
+                if entry.iterations is None or k in entry.iterations:
+                    self.evaluate(k, entry, policy, prm)
+            if k < cfg.iterations:
+                policy = self.improve(k, policy, prm)
+        summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results,
+                   "stages_seconds": {key: rec["seconds"] for key, rec in self.manifest.data["stages"].items()}}
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return summary
+
+
+def run_pipeline(cfg: PipelineConfig, report: Report | None = None) -> dict[str, Any]:
+    """Run (or resume) the loop `cfg` describes; returns the summary also written to `cfg.out/summary.json`.
+    `report(stage, record)` is called after each stage (the CLI prints from it)."""
+    return Pipeline(cfg, report).run()
+
+
+def quiet_library_progress() -> None:
+    """Silence transformers' per-file progress bars (loading 20 tensors, writing one shard): the stages
+    report their own progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "policy"
+
+
+def _headline(summary: dict[str, Any]) -> dict[str, Any]:
+    keys = ("episodes", "successes", "success_rate", "success_ci95", "mean_steps", "mean_score", "budget",
+            "invalid_action_rate")
+    row = {k: summary[k] for k in keys if k in summary}
+    prm = summary.get("prm") or {}
+    if prm.get("mean_step_score") is not None:  # the reward-hacking monitor: the PRM's view next to success
+        row["prm_mean_score"] = prm["mean_step_score"]
+    return row
+
+
+def _search_summary(result: Any, out: Path, name: str) -> dict[str, Any]:
+    """A search run's trajectories summarised like an evaluation (written to `out/summary.json`)."""
+    from proctor.evaluation.summary import SUMMARY_KIND, SUMMARY_VERSION, eval_summary
+
+    trajs = list(result.store)
+    summary = {"kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": None, "store": "trajectories",
+               "score_key": None, "tasks": len(result.task_ids), "task_ids": result.task_ids,
+               **eval_summary(trajs, {t.key for t in trajs})}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
