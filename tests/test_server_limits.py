@@ -95,35 +95,48 @@ def test_a_500_names_only_a_request_id_and_the_log_has_the_rest(generator, caplo
     assert f"request {rid} to /v1/broken failed" in caplog.text and "secret internals" in caplog.text
 
 
-def test_queue_limit_429_and_a_vanished_client_releases_the_model(generator):
-    """A long generation (128 rows x 4000 tokens: minutes on a CPU) whose client leaves after 3 s stops at
-    once; meanwhile a second request is refused with 429 (queue of 1); after it, the server answers."""
-    limits = ServerLimits(max_queue=1, max_rows=128, max_request_tokens=10**7)
+def test_queue_limit_429_and_vanished_clients_release_the_model(generator):
+    """A long generation (128 rows x 4000 tokens: minutes on a CPU) whose client leaves after 5 s stops at
+    once; a request queued behind it whose client leaves after 1 s leaves the queue; while both are admitted
+    a third is refused with 429 (queue of 2); afterwards the server answers at once."""
+    limits = ServerLimits(max_queue=2, max_rows=128, max_request_tokens=10**7)
     app = create_app(generator, NAME, limits=limits)
+    admission = app.state.admission
+
+    def wait_for(admitted: int, within: float) -> float:
+        t0 = time.monotonic()
+        while admission.admitted != admitted and time.monotonic() - t0 < within:
+            time.sleep(0.01)
+        return time.monotonic() - t0
+
     with BackgroundServer(app) as srv:
         outcome = {}
 
-        def long_request() -> None:
+        def request(name: str, timeout: float, **body) -> None:
             try:
-                httpx.post(srv.url + "/v1/completions", timeout=3.0,
-                           json={"model": NAME, "prompt": "go", "n": 128, "max_tokens": 4000, "temperature": 1.0})
-                outcome["long"] = "answered"
+                httpx.post(srv.url + "/v1/completions", timeout=timeout,
+                           json={"model": NAME, "prompt": "go", "temperature": 1.0, **body})
+                outcome[name] = "answered"
             except httpx.TimeoutException:
-                outcome["long"] = "gave up"
+                outcome[name] = "gave up"
 
-        thread = threading.Thread(target=long_request)
-        thread.start()
-        time.sleep(1.0)
+        long = threading.Thread(target=request, args=("long", 5.0), kwargs={"n": 128, "max_tokens": 4000})
+        long.start()
+        assert wait_for(1, 5.0) < 5.0
+        queued = threading.Thread(target=request, args=("queued", 1.0), kwargs={"max_tokens": 4})
+        queued.start()
+        assert wait_for(2, 5.0) < 5.0
         t0 = time.monotonic()
         busy = completion(srv.url)
         assert busy.status_code == 429 and error(busy)["code"] == "queue_full"
         assert time.monotonic() - t0 < 2.0
-        thread.join()
+        queued.join()
+        assert outcome["queued"] == "gave up"
+        assert wait_for(1, 2.0) < 1.0, "a request whose client left still waits in the queue"
+        assert long.is_alive()  # the long generation goes on for its client
+        long.join()
         assert outcome["long"] == "gave up"
-        t0 = time.monotonic()
-        while app.state.admission.admitted and time.monotonic() - t0 < 10:
-            time.sleep(0.01)
-        released = time.monotonic() - t0
-        assert released < 2, f"the model was held {released:.1f} s for a generation nobody will read"
-        assert app.state.admission.cancelled == 1
+        released = wait_for(0, 10.0)
+        assert released < 2.0, f"the model was held {released:.1f} s for a generation nobody will read"
+        assert admission.cancelled == 2
         assert completion(srv.url).status_code == 200

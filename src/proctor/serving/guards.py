@@ -4,9 +4,9 @@
 - `BodyLimit`: ASGI middleware that reads a request body in its chunks and answers 413 as soon as it
   passes `max_body_bytes` (or at once when `Content-Length` says so), before anything parses it.
 - `Admission`: at most `max_queue` requests admitted (running or waiting for the model), the rest 429 at
-  once; admitted requests run one at a time, in a worker thread, while a watcher polls the connection:
-  when the client goes, the request's cancel event is set (generation stops at the next token, scoring at
-  the next batch) and a request still waiting never runs.
+  once; admitted requests run one at a time in arrival order, in a worker thread, while a watcher polls the
+  connection: when the client goes, the request's cancel event is set (generation stops at the next token,
+  scoring at the next batch) and a request still waiting leaves the queue.
 - `bearer_ok`: constant-time API-key check (`hmac.compare_digest`); the key comes from an environment
   variable and is never logged.
 - `internal_error`: a 500 says only "internal error" and a request id; the exception is logged with it.
@@ -36,7 +36,7 @@ class ServerLimits(BaseModel):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="request body size (413 above)")
     max_rows: int = Field(256, ge=1, description="prompts x n (serve), or trajectories / examples / "
                           "candidate actions (prm serve) per request (400 above)")
-    max_request_tokens: int = Field(131_072, ge=16, description="token positions one request may make the "
+    max_request_tokens: int = Field(65_536, ge=16, description="token positions one request may make the "
                                     "model process: rows x (longest prompt + max_tokens) for serve, the "
                                     "tokens scored for prm serve (400 above)")
     max_queue: int = Field(16, ge=1, description="requests admitted at once, running or waiting (429 above)")
@@ -171,10 +171,11 @@ class Admission:
         cancel = threading.Event()
         watcher = asyncio.create_task(self._watch(request, cancel))
         try:
-            async with self._lock:
-                if cancel.is_set():
-                    raise GuardError(499, "the client closed the connection", "client_gone")
+            await self._acquire(cancel)
+            try:
                 result = await anyio.to_thread.run_sync(work, cancel)
+            finally:
+                self._lock.release()
             if cancel.is_set():
                 raise GuardError(499, "the client closed the connection", "client_gone")
             return result
@@ -185,6 +186,23 @@ class Admission:
         finally:
             watcher.cancel()
             self.admitted -= 1
+
+    async def _acquire(self, cancel: threading.Event) -> None:
+        """Wait for the model in arrival order (the lock's FIFO), but leave the queue if the client goes."""
+        acquiring = asyncio.ensure_future(self._lock.acquire())
+        while True:
+            done, _ = await asyncio.wait({acquiring}, timeout=self.limits.disconnect_poll_s)
+            if done:
+                acquiring.result()
+                if not cancel.is_set():
+                    return
+                self._lock.release()
+                break
+            if cancel.is_set():
+                if not acquiring.cancel() and not acquiring.cancelled():  # it got the lock meanwhile
+                    self._lock.release()
+                break
+        raise GuardError(499, "the client closed the connection", "client_gone")
 
     async def _watch(self, request: Any, cancel: threading.Event) -> None:
         while not cancel.is_set():
