@@ -1,0 +1,70 @@
+"""`proctor train ...`: train a policy from a YAML config (`sft`: supervised fine-tuning on demonstrations;
+`dpo`: online DPO against a PRM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from proctor.cli.options import fail, load_yaml_config
+from proctor.cli.root import app
+
+train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO against a PRM.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("sft")
+def sft(
+    config: Annotated[Path, typer.Argument(help="SFTConfig YAML (see `proctor.rl.sft.SFTConfig`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """Fine-tune a causal LM on a trajectory store of demonstrations (loss on the agent's tokens); prints the
+    policy folder and the loss as JSON."""
+    from pydantic import ValidationError
+
+    from proctor.cli.errors import user_errors
+    from proctor.rl.sft import METRICS_FILE, SFTConfig, train_sft
+
+    data = load_yaml_config(config)
+    if output_dir is not None:
+        data["output_dir"] = str(output_dir)
+    try:
+        cfg = SFTConfig.model_validate(data)
+    except ValidationError as e:
+        fail(e, str(config))
+    with user_errors(str(config)):
+        out = train_sft(cfg)
+    metrics = json.loads((out / METRICS_FILE).read_text())
+    typer.echo(json.dumps({"output_dir": str(out), "examples": metrics["examples"],
+                           "loss_first": metrics["loss_first"], "loss_last": metrics["loss_last"],
+                           "wall_s": metrics["wall_s"]}))
+
+
+@train_app.command("dpo")
+def dpo(
+    config: Annotated[Path, typer.Argument(help="OnlineDPOConfig YAML (see `proctor.rl.online_dpo`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """Online DPO against a PRM (AgentPRM stage 3); prints one JSON line per iteration, then the last policy."""
+    from pydantic import ValidationError
+
+    from proctor.cli.errors import user_errors
+    from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+
+    data = load_yaml_config(config)
+    if output_dir is not None:
+        data["output_dir"] = str(output_dir)
+    try:
+        cfg = OnlineDPOConfig.model_validate(data)
+    except ValidationError as e:
+        fail(e, str(config))
+    with user_errors(str(config)):
+        result = train_online_dpo(cfg)
+    for metrics in result.iterations:
+        row = {k: v for k, v in metrics.items() if k != "train"}
+        row["train"] = {k: v for k, v in metrics.get("train", {}).items() if k != "log"}
+        typer.echo(json.dumps(row))
+    typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
