@@ -152,3 +152,20 @@ def test_load_dtype_and_pad_token(small_dir):
     assert model.generation_config.pad_token_id == tok.pad_token_id
     with pytest.raises(ValueError, match="unknown dtype"):
         load(small_dir, dtype="float12")
+
+
+def test_cli_models_tiny_builds_a_loadable_folder(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    out = tmp_path / "tiny"
+    args = ["models", "tiny", "--out", str(out), "--hidden-size", "32", "--layers", "1", "--heads", "2",
+            "--vocab-size", "300"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["model"] == str(out)
+    model, tok = load(out)
+    assert model.config.hidden_size == 32 and tok.convert_tokens_to_ids("<|step|>") != tok.unk_token_id
+    bad = CliRunner().invoke(app, ["models", "tiny", "--out", str(tmp_path / "x"), "--hidden-size", "33"])
+    assert bad.exit_code == 2 and "not divisible" in bad.output
