@@ -7,6 +7,11 @@ at its marker position (batches of trajectories, never one pass per prefix).
 at one agent state): the prefix runs once with `use_cache=True`, its KV cache is repeated N times, and only
 the N short suffixes run on top of it (right-padded, positions continuing after the prefix). The result
 equals scoring each `prefix + suffix` on its own.
+
+`PRMScorer.score_candidate_groups` / `score_action_groups` do the same for the candidates of MANY states at
+once (per-step best-of-N over a batch of envs, beam search): the states' prefixes run together in one
+right-padded pass, each state's cache rows are selected once per candidate, and all candidates' suffixes run
+in one more pass (positions continuing after each row's own prefix; the prefix padding masked out).
 """
 
 from __future__ import annotations
@@ -114,6 +119,18 @@ class PRMScorer:
                 out.append(scores[j][at].tolist())
         return out
 
+    def encode_candidates(
+        self, prefix: Prefix, actions: Sequence[str], cfg: PromptConfig | None = None
+    ) -> tuple[list[int], list[list[int]]]:
+        """Token ids of a state's shared text (BOS first when the tokenizer has one) and of each action's
+        suffix (`formatted action + marker`)."""
+        shared, suffixes = render_candidates(self.tokenizer, prefix, actions, cfg, self.marker)
+        enc = self.tokenizer
+        prefix_ids = enc(shared, add_special_tokens=False)["input_ids"]
+        if enc.bos_token_id is not None and prefix_ids[:1] != [enc.bos_token_id]:
+            prefix_ids = [enc.bos_token_id] + prefix_ids
+        return prefix_ids, [enc(s, add_special_tokens=False)["input_ids"] for s in suffixes]
+
     def score_actions(
         self,
         prefix: Prefix,
@@ -122,10 +139,83 @@ class PRMScorer:
         chunk_size: int | None = None,
     ) -> list[float]:
         """PRM score of each candidate action at an agent state (per-step best-of-N, docs/methods.md §8.1)."""
-        shared, suffixes = render_candidates(self.tokenizer, prefix, actions, cfg, self.marker)
-        enc = self.tokenizer
-        prefix_ids = enc(shared, add_special_tokens=False)["input_ids"]
-        if enc.bos_token_id is not None and prefix_ids[:1] != [enc.bos_token_id]:
-            prefix_ids = [enc.bos_token_id] + prefix_ids
-        suffix_ids = [enc(s, add_special_tokens=False)["input_ids"] for s in suffixes]
+        prefix_ids, suffix_ids = self.encode_candidates(prefix, actions, cfg)
         return [s[-1] for s in self.score_candidates(prefix_ids, suffix_ids, chunk_size)]
+
+    @torch.no_grad()
+    def score_candidate_groups(
+        self,
+        prefix_ids: Sequence[Sequence[int]],
+        suffix_ids: Sequence[Sequence[Sequence[int]]],
+        states_per_pass: int | None = None,
+    ) -> list[list[list[float]]]:
+        """`score_candidates` for many states: for state i and its candidate j, the scores at the marker
+        positions inside suffix j. `states_per_pass` states (default `batch_size`) share one prefix pass and
+        one suffix pass; a state may have no candidates (its entry is then [])."""
+        if len(prefix_ids) != len(suffix_ids):
+            raise ValueError(f"{len(prefix_ids)} prefixes but {len(suffix_ids)} candidate lists")
+        if any(len(p) == 0 for p in prefix_ids):
+            raise ValueError("score_candidate_groups needs a non-empty prefix for every state")
+        if any(len(s) == 0 for group in suffix_ids for s in group):
+            raise ValueError("every candidate suffix needs at least one token")
+        step = states_per_pass or self.batch_size
+        out: list[list[list[float]]] = []
+        for i in range(0, len(prefix_ids), step):
+            out += self._score_groups(prefix_ids[i : i + step], suffix_ids[i : i + step])
+        return out
+
+    def _score_groups(
+        self, prefix_ids: Sequence[Sequence[int]], suffix_ids: Sequence[Sequence[Sequence[int]]]
+    ) -> list[list[list[float]]]:
+        """One prefix pass and one suffix pass for a few states (see `score_candidate_groups`)."""
+        keep = [i for i, group in enumerate(suffix_ids) if group]
+        out: list[list[list[float]]] = [[] for _ in prefix_ids]
+        if not keep:
+            return out
+        dev = self.prm.device
+        plens = [len(prefix_ids[i]) for i in keep]
+        pmax = max(plens)
+        prefix = torch.full((len(keep), pmax), self.pad_id, dtype=torch.long, device=dev)
+        pmask = torch.zeros((len(keep), pmax), dtype=torch.long, device=dev)
+        for r, i in enumerate(keep):
+            prefix[r, : plens[r]] = torch.tensor(list(prefix_ids[i]), device=dev)
+            pmask[r, : plens[r]] = 1
+        cache = self.prm(prefix, attention_mask=pmask, use_cache=True).past_key_values
+        rows = [r for r, i in enumerate(keep) for _ in suffix_ids[i]]
+        flat = [s for i in keep for s in suffix_ids[i]]
+        n, width = len(flat), max(len(s) for s in flat)
+        cache.batch_select_indices(torch.tensor(rows, device=dev))
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long, device=dev)
+        smask = torch.zeros((n, width), dtype=torch.long, device=dev)
+        for j, s in enumerate(flat):
+            ids[j, : len(s)] = torch.tensor(list(s), device=dev)
+            smask[j, : len(s)] = 1
+        row_index = torch.tensor(rows, device=dev)
+        mask = torch.cat([pmask[row_index], smask], dim=1)
+        positions = torch.tensor([plens[r] for r in rows], device=dev)[:, None] + torch.arange(width, device=dev)
+        logits = self.prm(ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                          use_cache=True).logits
+        scores = self.prm.scores(logits).float().cpu()
+        marker = self.tokenizer.convert_tokens_to_ids(self.marker)
+        j = 0
+        for i in keep:
+            for s in suffix_ids[i]:
+                at = torch.tensor([t == marker for t in s] + [False] * (width - len(s)))
+                out[i].append(scores[j][at].tolist())
+                j += 1
+        return out
+
+    def score_action_groups(
+        self,
+        prefixes: Sequence[Prefix],
+        actions: Sequence[Sequence[str]],
+        cfg: PromptConfig | None = None,
+        states_per_pass: int | None = None,
+    ) -> list[list[float]]:
+        """PRM score of every candidate action at every state, batched across states with each state's
+        prefix computed once (per-step best-of-N over a batch of envs, beam search; docs/methods.md §8)."""
+        if len(prefixes) != len(actions):
+            raise ValueError(f"{len(prefixes)} states but {len(actions)} action lists")
+        encoded = [self.encode_candidates(p, a, cfg) for p, a in zip(prefixes, actions, strict=True)]
+        groups = self.score_candidate_groups([e[0] for e in encoded], [e[1] for e in encoded], states_per_pass)
+        return [[s[-1] for s in group] for group in groups]

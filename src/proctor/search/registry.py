@@ -1,0 +1,150 @@
+"""Registry of search methods: each is a validated pydantic config (a `SearchSpec` subclass) plus a runner.
+
+    run_search(SearchRunConfig(env="household", tasks=20, out="runs/beam",
+                               search={"method": "beam", "agent": {"kind": "random"}, "prm": "runs/prm",
+                                       "beams": 4, "expansions": 4}))
+
+A method module registers its runner with `@register_search(name, Config, description)`; `proctor.search`
+imports every method module, so importing the package fills the registry. A runner `run(config, job)` plays
+the job's (task, sample) pairs that are not yet in the store and appends one trajectory per pair, with its
+budget on `Trajectory.meta["budget"]` (`proctor.search.budget`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from proctor.envs.registry import EnvSpec
+from proctor.episode import WorkItem
+from proctor.rollout.engine import open_store, plan
+from proctor.search.scorer import check_prm_folder, load_scorer
+from proctor.trajectory import TrajectoryStore
+
+
+class SearchSpec(BaseModel):
+    """Base of every search method's config: `method` names the registry entry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+
+    def describe(self) -> str:
+        """The method with all its parameters (the store's run identity: a resumed run must match it)."""
+        return f"{self.method} {json.dumps(self.model_dump(mode='json', exclude={'method'}), sort_keys=True)}"
+
+
+class PRMSearchSpec(SearchSpec):
+    """The fields of every method that scores with a PRM."""
+
+    prm: str = Field(description="PRM folder (`proctor prm train` output)")
+    prm_batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
+    device: str | None = Field(default=None, description="PRM device (default: where it loads, the CPU)")
+    dtype: str = Field(default="auto", description="PRM weights dtype (auto: as saved)")
+
+    @field_validator("prm")
+    @classmethod
+    def _prm_folder(cls, v: str) -> str:
+        return check_prm_folder(v)
+
+    def scorer(self) -> Any:
+        return load_scorer(self.prm, self.prm_batch, self.device, self.dtype)
+
+
+@dataclass
+class SearchJob:
+    """What a runner plays: (task, sample) pairs of one env split, into one trajectory store."""
+
+    spec: EnvSpec
+    task_ids: list[str]
+    samples: int
+    out: Path
+    split: str = "test"
+    seed: int = 0
+    batch: int = 8
+    workers: int = 0
+    backend: str = "local"
+    step_timeout: float | None = 60.0
+    progress: bool = True
+
+    def env_spec(self, needs_expert_hints: bool) -> EnvSpec:
+        """The env spec, with expert hints on when the policy reads them (as the rollout engine does)."""
+        if needs_expert_hints and not self.spec.kwargs.get("expert_hints"):
+            return EnvSpec(self.spec.name, {**self.spec.kwargs, "expert_hints": True})
+        return self.spec
+
+    def identity(self, spec: EnvSpec, agent: str, start_from: str | None = None) -> dict[str, Any]:
+        """The store's run identity, with the fields `proctor.rollout.engine.open_store` checks."""
+        return {"env": spec.name, "env_kwargs": spec.kwargs, "split": self.split, "seed": self.seed,
+                "agent": agent, "start_from": start_from}
+
+    def open(self, spec: EnvSpec, describe: str) -> tuple[TrajectoryStore, list[WorkItem]]:
+        """The output store (locked; a store of another run is an error) and the pairs still to play."""
+        store = open_store(self.out, self.identity(spec, describe)).lock()
+        done = {t.key for t in store}
+        return store, plan(self.task_ids, self.samples, self.seed, done)
+
+
+Runner = Callable[[Any, SearchJob], None]
+
+
+@dataclass(frozen=True)
+class SearchMethod:
+    name: str
+    config: type[SearchSpec]
+    run: Runner
+    description: str
+
+
+_METHODS: dict[str, SearchMethod] = {}
+
+
+def register_search(name: str, config: type[SearchSpec], description: str) -> Callable[[Runner], Runner]:
+    """Decorator: register `run(config, job)` as search method `name` with its config class."""
+
+    def deco(run: Runner) -> Runner:
+        if name in _METHODS:
+            raise ValueError(f"search method {name!r} is already registered")
+        _METHODS[name] = SearchMethod(name, config, run, description)
+        return run
+
+    return deco
+
+
+def search_methods() -> dict[str, SearchMethod]:
+    return dict(sorted(_METHODS.items()))
+
+
+def get_search(name: str) -> SearchMethod:
+    try:
+        return _METHODS[name]
+    except KeyError:
+        raise KeyError(f"unknown search method {name!r}; known: {', '.join(sorted(_METHODS))}") from None
+
+
+def search_config(data: SearchSpec | Mapping[str, Any] | str) -> SearchSpec:
+    """Validate a search config: a dict with `method` (or a config already made); errors name the method and
+    the field."""
+    if isinstance(data, SearchSpec):
+        return data
+    if isinstance(data, str):
+        data = {"method": data}
+    if not isinstance(data, Mapping) or "method" not in data:
+        raise ValueError(f"a search config needs a 'method' (one of {', '.join(sorted(_METHODS))}), got {data!r}")
+    if data["method"] not in _METHODS:
+        raise ValueError(f"unknown search method {data['method']!r}; known: {', '.join(sorted(_METHODS))}")
+    method = get_search(data["method"])
+    try:
+        return method.config.model_validate(dict(data))
+    except ValidationError as e:
+        parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ValueError(f"bad parameters for search method {method.name!r}: {'; '.join(parts)}") from None
+
+
+#: a nested search config (a dict with `method` in YAML)
+SearchConfig = Annotated[SearchSpec, BeforeValidator(search_config)]

@@ -1,0 +1,22 @@
+"""Loading the PRM a search scores with (shared by every method's config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def check_prm_folder(path: str) -> str:
+    """A config validator: the PRM path must be a folder (a `proctor prm train` or TRL PRMTrainer output)."""
+    if not Path(path).is_dir():
+        raise ValueError(f"{path}: no PRM folder there")
+    return path
+
+
+def load_scorer(path: str, batch_size: int = 16, device: str | None = None, dtype: str = "auto") -> Any:
+    """A `PRMScorer` over the PRM saved in `path` (safetensors only)."""
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.scoring import PRMScorer
+
+    prm = ProcessRewardModel.from_pretrained(path, dtype=dtype, device=device)
+    return PRMScorer(prm, batch_size=batch_size)

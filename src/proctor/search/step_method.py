@@ -1,0 +1,48 @@
+"""Search method `step-best-of-n`: per-step best-of-N (`BestOfNAgent`) run by the rollout engine, with each
+trajectory's budget (the sum of its steps' `candidate_meta["budget"]`) on `Trajectory.meta["budget"]`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from proctor.agents.registry import AgentConfig
+from proctor.rollout.engine import rollout
+from proctor.search.best_of_n import BestOfNAgent
+from proctor.search.budget import trajectory_budget
+from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
+from proctor.trajectory import Trajectory, TrajectoryStore
+
+
+class BudgetStore(TrajectoryStore):
+    """A trajectory store that writes `meta["budget"]` (from the steps' candidate meta) on every trajectory
+    that has none."""
+
+    def append(self, traj: Trajectory) -> bool:
+        if "budget" not in traj.meta:
+            traj = traj.model_copy(update={"meta": {**traj.meta, "budget": trajectory_budget(traj).as_dict()}})
+        return super().append(traj)
+
+
+class StepBestOfNConfig(PRMSearchSpec):
+    """Per-step best-of-N (AgentPRM): at every step the PRM's argmax among n samples of `agent`."""
+
+    method: Literal["step-best-of-n"] = "step-best-of-n"
+    agent: AgentConfig = Field(description="the policy whose samples are ranked: {kind: ..., ...}")
+    n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
+
+
+@register_search("step-best-of-n", StepBestOfNConfig, "per-step best-of-N: the PRM's argmax among N samples")
+def run_step_best_of_n(cfg: StepBestOfNConfig, job: SearchJob) -> None:
+    agent = BestOfNAgent(cfg.agent.build(), cfg.scorer(), cfg.n, states_per_pass=cfg.prm_batch, prm_name=cfg.prm)
+    try:
+        spec = job.env_spec(agent.needs_expert_hints)
+        store = BudgetStore(job.out, meta={"rollout": job.identity(spec, agent.describe())}) \
+            if not (job.out / "manifest.json").exists() else BudgetStore(job.out)
+        rollout(spec, agent, job.task_ids, store, split=job.split, samples_per_task=job.samples,
+                batch_size=job.batch, seed=job.seed, workers=job.workers, backend=job.backend,
+                step_timeout=job.step_timeout, progress=job.progress, label="best-of-n")
+        store.close()
+    finally:
+        agent.close()
