@@ -14,22 +14,42 @@ from proctor.cli.options import parse_env_args
 console = Console()
 
 
+def _task_counts(entry) -> str:  # noqa: ANN001 - an EnvEntry
+    try:
+        env = entry.factory()()
+        counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())
+        env.close()
+    except Exception as e:  # noqa: BLE001 - an extra or its data missing: say which, keep listing
+        counts = f"[yellow]unavailable: {e}[/yellow]"
+    return counts
+
+
 @app.command("envs")
-def list_envs() -> None:
-    """List the registered environments with their splits and task counts."""
+def list_envs(
+    names: Annotated[list[str] | None, typer.Argument(
+        help="also load these adapters (imports their package) to count their tasks")] = None,
+    load_all: Annotated[bool, typer.Option("--all", help="load every adapter to count its tasks")] = False,
+) -> None:
+    """List the registered environments with their splits and task counts. Adapters of third-party envs are
+    listed without importing them (their task counts: `proctor envs NAME` or `--all`)."""
     from proctor.envs import entries
 
+    known = entries()
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        from proctor.cli.options import fail
+
+        fail(f"unknown environment(s) {', '.join(unknown)}; known: {', '.join(known)}")
     table = Table(title="proctor environments")
     table.add_column("name", style="bold")
     table.add_column("splits: tasks")
     table.add_column("description")
-    for name, entry in entries().items():
-        try:
-            env = entry.factory()()
-            counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())
-            env.close()
-        except Exception as e:  # noqa: BLE001 - an extra or its data missing: say which, keep listing
-            counts = f"[yellow]unavailable: {e}[/yellow]"
+    for name, entry in known.items():
+        if callable(entry.target) or load_all or name in (names or ()):
+            counts = _task_counts(entry)
+        else:
+            extra = f"extra '{entry.extra}'" if entry.extra else "adapter"
+            counts = f"[dim]{extra}, not loaded (`proctor envs {name}` counts its tasks)[/dim]"
         table.add_row(name, counts, entry.description)
     console.print(table)
 
