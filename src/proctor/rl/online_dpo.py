@@ -34,16 +34,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import AgentConfig, agent_config
+from proctor.agents.registry import AgentConfig
 from proctor.models.loading import resolve_device
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
+from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler
 from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 from proctor.rollout.config import RolloutConfig
@@ -53,8 +54,6 @@ from proctor.trajectory import Trajectory, TrajectoryStore
 log = logging.getLogger(__name__)
 
 ERROR_TERMINATIONS = ("env_error", "agent_error")
-_NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; online DPO needs the policy's own actions "
-                "(e.g. kind hf or choice)")
 
 
 class OnlineDPOConfig(BaseModel):
@@ -107,29 +106,12 @@ class OnlineDPOConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _agent_on_policy(cls, data: Any) -> Any:
-        """The agent samples from the policy: default {kind: hf}; its `model` is the policy."""
-        if isinstance(data, dict):
-            agent = data.get("agent", {"kind": "hf"})
-            if isinstance(agent, str):
-                agent = {"kind": agent}
-            if isinstance(agent, dict):
-                if "model" in agent and agent["model"] != data.get("policy"):
-                    raise ValueError("agent.model must be left out: the agent samples from `policy`")
-                agent = {**agent, "model": data.get("policy")}
-                try:
-                    agent_config(agent)
-                except ValidationError as e:
-                    if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
-                        raise ValueError(_NOT_A_MODEL.format(kind=agent.get("kind"))) from None
-            data = {**data, "agent": agent}
-        return data
+        return agent_on_policy(data)
 
     @field_validator("agent")
     @classmethod
     def _samples_from_a_model(cls, v: Any) -> Any:
-        if not hasattr(v, "model"):
-            raise ValueError(_NOT_A_MODEL.format(kind=v.kind))
-        return v
+        return check_samples_from_model(v)
 
     @property
     def prompt(self) -> PromptConfig:
@@ -160,7 +142,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
-        sampler = make_sampler(cfg, policy, tokenizer, current)
+        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
         # 1. states from the current policy's rollouts
         trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
         prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))
@@ -197,26 +179,6 @@ def _check_output_dir(out: Path) -> None:
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out}: output_dir is not empty; choose a new folder (online DPO does not resume)")
     out.mkdir(parents=True, exist_ok=True)
-
-
-def make_sampler(cfg: OnlineDPOConfig, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
-    """The agent proposing the policy's actions: kinds `hf` (generation, no prefix cache: the weights change
-    between iterations) and `choice` (admissible actions by likelihood) run on the in-memory policy; other
-    kinds are built on the current iterate's folder."""
-    policy.eval()
-    a = cfg.agent
-    if a.kind == "hf":
-        from proctor.agents.hf import HFAgent
-
-        return HFAgent(policy, tokenizer, prompt=a.prompt, temperature=a.temperature, top_p=a.top_p,
-                       top_k=a.top_k, max_new_tokens=a.max_new_tokens, stop=a.stop, seed=a.seed,
-                       batch_size=a.batch_size, prefix_cache=0)
-    if a.kind == "choice":
-        from proctor.agents.choice import ChoiceAgent
-
-        return ChoiceAgent(policy, tokenizer, prompt=a.prompt, temperature=a.temperature, seed=a.seed,
-                           batch_size=a.batch_size, max_new_tokens=a.max_new_tokens)
-    return a.model_copy(update={"model": current}).build()
 
 
 def policy_rollouts(cfg: OnlineDPOConfig, k: int, sampler: Agent, current: str, out: Path

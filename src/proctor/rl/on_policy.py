@@ -1,0 +1,65 @@
+"""What every on-policy trainer shares: the policy's agent config (its `model` is the policy being trained) and
+the agent that samples from the current iterate.
+
+Agents of kind `hf` (generation; no prefix cache, since the weights change between iterations) and `choice`
+(admissible actions by likelihood) run on the in-memory policy; any other kind with a `model` field is built
+on the current iterate's saved folder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+from proctor.agents.base import Agent
+from proctor.agents.registry import AgentSpec, agent_config
+
+NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; on-policy training needs the policy's own "
+               "actions (e.g. kind hf or choice)")
+
+
+def agent_on_policy(data: Any) -> Any:
+    """For a config's `mode="before"` validator: the `agent` entry (default {kind: hf}) gets `model` = the
+    config's `policy`; an agent naming another model, or a kind without a model, is an error."""
+    if not isinstance(data, dict):
+        return data
+    agent = data.get("agent", {"kind": "hf"})
+    if isinstance(agent, str):
+        agent = {"kind": agent}
+    if isinstance(agent, dict):
+        if "model" in agent and agent["model"] != data.get("policy"):
+            raise ValueError("agent.model must be left out: the agent samples from `policy`")
+        agent = {**agent, "model": data.get("policy")}
+        try:
+            agent_config(agent)
+        except ValidationError as e:
+            if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
+                raise ValueError(NOT_A_MODEL.format(kind=agent.get("kind"))) from None
+    return {**data, "agent": agent}
+
+
+def check_samples_from_model(agent: AgentSpec) -> AgentSpec:
+    """For a field validator of `agent`: the kind must have a `model`."""
+    if not hasattr(agent, "model"):
+        raise ValueError(NOT_A_MODEL.format(kind=agent.kind))
+    return agent
+
+
+def make_sampler(agent: Any, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
+    """The agent that samples the policy's actions (see module docstring); `current` is the current iterate's
+    folder (the starting policy's name before the first save)."""
+    policy.eval()
+    if agent.kind == "hf":
+        from proctor.agents.hf import HFAgent
+
+        return HFAgent(policy, tokenizer, prompt=agent.prompt, temperature=agent.temperature, top_p=agent.top_p,
+                       top_k=agent.top_k, max_new_tokens=agent.max_new_tokens, stop=agent.stop, seed=agent.seed,
+                       batch_size=agent.batch_size, prefix_cache=0)
+    if agent.kind == "choice":
+        from proctor.agents.choice import ChoiceAgent
+
+        return ChoiceAgent(policy, tokenizer, prompt=agent.prompt, temperature=agent.temperature, seed=agent.seed,
+                           batch_size=agent.batch_size, max_new_tokens=agent.max_new_tokens)
+    return agent.model_copy(update={"model": current}).build()
