@@ -22,8 +22,6 @@ def test_auroc():
     # ties count one half: positives {0.5, 0.5}, negatives {0.5, 0.1}: 2 pairs tied, 2 won → (2·½ + 2)/4
     assert m.auroc([0.5, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
     assert m.auroc([0.1, 0.2, 0.3], [1, 1, 0]) == 0.0
-    with pytest.raises(ValueError, match="both"):
-        m.auroc([0.1, 0.2], [1, 1])
 
 
 def test_ece():
@@ -41,3 +39,22 @@ def test_first_error_and_processbench_f1():
     got = m.processbench_f1(pred, true)
     assert got["acc_error"] == pytest.approx(2 / 3) and got["acc_correct"] == pytest.approx(0.5)
     assert got["f1"] == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+
+
+def test_a_metric_that_cannot_be_computed_is_na_with_the_reason():
+    """A small run (one class of step, no steps, one kind of solution) reports n/a, never raises."""
+    import json
+
+    one_class = m.auroc([0.1, 0.2], [1, 1])
+    assert isinstance(one_class, m.NotAvailable) and "both correct and wrong" in one_class.reason
+    assert str(one_class).startswith("n/a (") and f"{one_class:.3f}" == str(one_class)
+    assert json.loads(json.dumps({"auroc": one_class}))["auroc"] == str(one_class)
+    for fn in (m.auroc, m.step_accuracy, m.brier_score, m.expected_calibration_error):
+        assert fn([], []) == "n/a (no steps to score)"
+    assert isinstance(m.first_error_accuracy([], []), m.NotAvailable)
+    only_correct = m.processbench_f1([-1, 0], [-1, -1])
+    assert only_correct["acc_correct"] == 0.5
+    assert isinstance(only_correct["acc_error"], m.NotAvailable) and isinstance(only_correct["f1"], m.NotAvailable)
+    assert m.processbench_f1([-1], [-1], partial=True) == {"acc_error": None, "acc_correct": 1.0, "f1": None}
+    with pytest.raises(ValueError, match="equal-length"):
+        m.brier_score([0.5], [1, 0])  # a caller's bug still raises

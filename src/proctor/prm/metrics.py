@@ -2,6 +2,10 @@
 
 Scores are P(step correct) ∈ [0, 1]; labels are 0/1 (soft labels are thresholded at 0.5 where a metric
 needs classes). First-error indices use ProcessBench's convention: -1 means "no wrong step".
+
+A metric that cannot be computed on the data at hand (no steps; AUROC with one class only; ProcessBench
+F1 without both kinds of solution) returns `NotAvailable`, which prints and serialises to JSON as
+"n/a (<reason>)", instead of raising: small runs report what they can. Mismatched inputs still raise.
 """
 
 from __future__ import annotations
@@ -10,32 +14,71 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from proctor.stats import auroc  # noqa: F401  (re-exported: PRM metrics read it from here)
+from proctor.stats import auroc as _auroc
+
+
+class NotAvailable(str):
+    """A metric that cannot be computed here; its text (and JSON value) is "n/a (<reason>)", and it formats
+    as that text whatever the format spec (`f"{m:.3f}"`), so tables and reports show why."""
+
+    reason: str
+
+    def __new__(cls, reason: str) -> NotAvailable:
+        obj = super().__new__(cls, f"n/a ({reason})")
+        obj.reason = reason
+        return obj
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+Metric = float | NotAvailable
+
+_NO_STEPS = "no steps to score"
 
 
 def _arrays(scores: Sequence[float], labels: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=float)
-    if s.shape != y.shape or s.ndim != 1 or len(s) == 0:
-        raise ValueError(f"need equal-length non-empty 1-d scores and labels, got {s.shape} and {y.shape}")
+    if s.shape != y.shape or s.ndim != 1:
+        raise ValueError(f"need equal-length 1-d scores and labels, got {s.shape} and {y.shape}")
     return s, y
 
 
-def step_accuracy(scores: Sequence[float], labels: Sequence[float], threshold: float = 0.5) -> float:
+def auroc(scores: Sequence[float], labels: Sequence[float]) -> Metric:
+    """Area under the ROC curve (`proctor.stats.auroc`, labels thresholded at 0.5); n/a when the labels hold
+    one class only (or none)."""
+    s, y = _arrays(scores, labels)
+    if len(s) == 0:
+        return NotAvailable(_NO_STEPS)
+    classes = y >= 0.5
+    if classes.all() or not classes.any():
+        kind = "correct" if classes.all() else "wrong"
+        return NotAvailable(f"AUROC needs both correct and wrong steps; all {len(y)} are {kind}")
+    return _auroc(s, y)
+
+
+def step_accuracy(scores: Sequence[float], labels: Sequence[float], threshold: float = 0.5) -> Metric:
     """mean 𝟙[(s ≥ threshold) = (y ≥ 0.5)]."""
     s, y = _arrays(scores, labels)
+    if len(s) == 0:
+        return NotAvailable(_NO_STEPS)
     return float(np.mean((s >= threshold) == (y >= 0.5)))
 
 
-def brier_score(scores: Sequence[float], labels: Sequence[float]) -> float:
+def brier_score(scores: Sequence[float], labels: Sequence[float]) -> Metric:
     """mean (s − y)² (y may be soft)."""
     s, y = _arrays(scores, labels)
+    if len(s) == 0:
+        return NotAvailable(_NO_STEPS)
     return float(np.mean((s - y) ** 2))
 
 
-def expected_calibration_error(scores: Sequence[float], labels: Sequence[float], bins: int = 10) -> float:
+def expected_calibration_error(scores: Sequence[float], labels: Sequence[float], bins: int = 10) -> Metric:
     """ECE = Σ_b (n_b / N)·|mean_b(y) − mean_b(s)| over `bins` equal-width score bins [k/B, (k+1)/B)
     (the last bin includes 1.0)."""
     s, y = _arrays(scores, labels)
+    if len(s) == 0:
+        return NotAvailable(_NO_STEPS)
     idx = np.minimum((s * bins).astype(int), bins - 1)
     total = 0.0
     for b in range(bins):
@@ -53,31 +96,37 @@ def predicted_first_error(step_scores: Sequence[float], threshold: float = 0.5) 
     return -1
 
 
-def first_error_accuracy(predicted: Sequence[int], true: Sequence[int]) -> float:
+def first_error_accuracy(predicted: Sequence[int], true: Sequence[int]) -> Metric:
     """mean 𝟙[predicted first-error index = true index] over all solutions."""
     p, t = np.asarray(predicted), np.asarray(true)
-    if p.shape != t.shape or len(p) == 0:
-        raise ValueError("need equal-length non-empty first-error lists")
+    if p.shape != t.shape:
+        raise ValueError("need equal-length first-error lists")
+    if len(p) == 0:
+        return NotAvailable("no solutions")
     return float(np.mean(p == t))
 
 
 def processbench_f1(
     predicted: Sequence[int], true: Sequence[int], partial: bool = False
-) -> dict[str, float | None]:
+) -> dict[str, Metric | None]:
     """ProcessBench: acc_error = accuracy on solutions with a wrong step (exact index), acc_correct =
     accuracy on fully correct ones (predicting -1), F1 = 2·acc_error·acc_correct / (acc_error + acc_correct).
 
-    Both kinds of solution must be present; with `partial`, the accuracy of an absent kind and F1 are None."""
+    The accuracy of a kind of solution the data lacks, and then F1, are `NotAvailable` (None with `partial`,
+    the form `proctor.prm.processbench` reports)."""
     p, t = np.asarray(predicted), np.asarray(true)
     if p.shape != t.shape or p.ndim != 1:
         raise ValueError("need equal-length 1-d first-error lists")
     err, cor = t != -1, t == -1
-    if not partial and (not err.any() or not cor.any()):
-        raise ValueError("ProcessBench F1 needs both erroneous and fully correct solutions")
-    acc_err = float(np.mean(p[err] == t[err])) if err.any() else None
-    acc_cor = float(np.mean(p[cor] == -1)) if cor.any() else None
-    if acc_err is None or acc_cor is None:
-        f1 = None
+
+    def absent(kind: str) -> NotAvailable | None:
+        return None if partial else NotAvailable(f"no {kind} solutions")
+
+    acc_err = float(np.mean(p[err] == t[err])) if err.any() else absent("erroneous")
+    acc_cor = float(np.mean(p[cor] == -1)) if cor.any() else absent("fully correct")
+    f1: Metric | None
+    if not isinstance(acc_err, float) or not isinstance(acc_cor, float):
+        f1 = None if partial else NotAvailable("F1 needs both erroneous and fully correct solutions")
     else:
         f1 = 0.0 if acc_err + acc_cor == 0 else 2 * acc_err * acc_cor / (acc_err + acc_cor)
     return {"acc_error": acc_err, "acc_correct": acc_cor, "f1": f1}
