@@ -56,7 +56,8 @@ def test_gigpo_hand_computed_unnormalised():
     # γ = 0.5, outcome rewards at the last step: R_t τ1 [0.5, 1], τ2 [0, 0], τ3 [0].
     # anchor o0: {0.5, 0, 0} mean 1/6; anchor o1: {1, 0} mean 1/2.
     # A^S: τ1 [1/3, 1/2], τ2 [−1/6, −1/2], τ3 [−1/6]; A^E (F = 1): [2/3, −1/3, −1/3].
-    recs = _by_step(run_method("gigpo", Sources(toy_rollouts()), {"gamma": 0.5, "normalize": False}).records)
+    recs = _by_step(run_method("gigpo", Sources(toy_rollouts()),
+                               {"gamma": 0.5, "normalize": False, "step_reward": "outcome"}).records)
     expected = {("tau1", 0): 1.0, ("tau1", 1): 7 / 6, ("tau2", 0): -0.5, ("tau2", 1): -5 / 6, ("tau3", 0): -0.5}
     for k, v in expected.items():
         assert recs[k].target == pytest.approx(v)
@@ -66,7 +67,8 @@ def test_gigpo_hand_computed_unnormalised():
 
 def test_gigpo_omega_and_normalised_step():
     # ω = 2, normalised: anchor o1 values {1, 0}: mean 1/2, sample std sqrt(1/2) → A^S = ±(1/2)/sqrt(1/2).
-    recs = _by_step(run_method("gigpo", Sources(toy_rollouts()), {"gamma": 0.5, "omega": 2.0}).records)
+    recs = _by_step(run_method("gigpo", Sources(toy_rollouts()),
+                               {"gamma": 0.5, "omega": 2.0, "step_reward": "outcome"}).records)
     a_s = 0.5 / math.sqrt(0.5)
     a_e = (2 / 3) / math.sqrt(1 / 3)
     assert recs[("tau1", 1)].target == pytest.approx(a_e + 2 * a_s)
@@ -80,6 +82,23 @@ def test_gigpo_env_rewards():
     recs = _by_step(gigpo_group(items, GiGPOConfig(step_reward="env", gamma=1.0, normalize=False)))
     # R_t: a [3, 2], b [0, 0]; anchor o {3, 0} → ±1.5; anchor p {2, 0} → ±1; A^E = ±0.5
     assert recs[("a", 0)].target == pytest.approx(2.0) and recs[("b", 1)].target == pytest.approx(-1.5)
+
+
+def test_gigpo_default_step_reward_is_the_papers_env_reward():
+    """GiGPO (arXiv 2505.10978) defines R_t from the env's step rewards; twenty_questions gives −1 per turn."""
+    assert GiGPOConfig().step_reward == "env"
+    t1 = traj("a", [("o", "x"), ("p", "y")], True, sample=0)
+    t2 = traj("b", [("o", "x"), ("q", "z"), ("p", "y")], False, sample=1)
+    for t in (t1, t2):
+        for s in t.steps:
+            s.reward = -1.0
+    t1.steps[-1].reward = 0.0
+    items, _ = scored([t1, t2], OutcomeConfig())
+    recs = _by_step(gigpo_group(items, GiGPOConfig(gamma=1.0, normalize=False)))
+    # R_t: a [−1, 0], b [−3, −2, −1]; anchor o {−1, −3} → ±1; anchor p {0, −1} → ±0.5; A^E = ±0.5
+    assert recs[("a", 0)].extra["return_to_go"] == -1.0 and recs[("b", 0)].extra["return_to_go"] == -3.0
+    assert recs[("a", 0)].target == pytest.approx(1.5) and recs[("b", 2)].target == pytest.approx(-1.0)
+    assert recs[("b", 1)].target == pytest.approx(-0.5)  # singleton anchor q: A^S = 0
 
 
 def test_similarity_anchors():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -99,3 +100,44 @@ def test_cli_errors_are_clear(store, tmp_path):
     res = runner.invoke(app, ["targets", "--method", "math-shepherd", "--in", str(store),
                               "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "completions" in res.output
+
+
+def test_cli_zero_preference_pairs_is_a_result(tmp_path):
+    """One action per state: no pair, so empty outputs (with the pair columns) and a line saying so."""
+    src = tmp_path / "same"
+    with TrajectoryStore(src) as s:
+        s.extend([traj("a", [("o0", "x")], True, sample=0), traj("b", [("o0", "x")], False, sample=1)])
+    out = tmp_path / "pairs"
+    res = runner.invoke(app, ["targets", "--method", "preference", "--in", str(src), "--out", str(out),
+                              "--split", "keep"], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    assert "made 0 records" in res.output and "wrote 0 records" in res.output
+    table = pq.read_table(out / "targets.parquet")
+    assert table.num_rows == 0 and {"chosen", "rejected", "q_chosen", "kind"} <= set(table.column_names)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 0 and "no state" in summary["warning"]
+
+
+def test_cli_warns_when_every_outcome_is_the_same(store, tmp_path):
+    src = tmp_path / "all_won"
+    with TrajectoryStore(src) as s:
+        s.extend([traj(f"w{i}", [("o0", "x"), ("o1", "y")], True, sample=i) for i in range(3)])
+    res = runner.invoke(app, ["targets", "--method", "mc-q", "--in", str(src), "--out", str(tmp_path / "t")],
+                        terminal_width=250)
+    assert res.exit_code == 0, res.output
+    assert "every one of the 3 trajectories succeeded" in res.output and "--agent epsilon" in res.output
+    mixed = runner.invoke(app, ["targets", "--method", "mc-q", "--in", str(store), "--out", str(tmp_path / "m")],
+                          terminal_width=250)
+    assert mixed.exit_code == 0 and "every one of" not in mixed.output
+
+
+def test_cli_missing_input_is_one_line(tmp_path):
+    res = runner.invoke(app, ["targets", "--method", "mc-q", "--in", str(tmp_path / "nope"),
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no such trajectory store" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_targets_help_states_gigpo_step_reward():
+    res = runner.invoke(app, ["targets", "--help"], terminal_width=250)
+    assert "gigpo's step reward is the env's Step.reward" in " ".join(res.output.split())

@@ -69,21 +69,35 @@ def targets(
     write_back: Annotated[Path | None, typer.Option(
         "--write-back", help="also write a store of the trajectories with Step.targets filled")] = None,
 ) -> None:
-    """Turn outcome-only trajectories into labelled steps and print a summary."""
+    """Turn outcome-only trajectories into labelled steps and print a summary.
+
+    gigpo's step reward is the env's Step.reward (the paper's R_t; -p step_reward=outcome puts the outcome on
+    the last step instead, for outcome-only data). A store whose trajectories all share one outcome gets a
+    warning; a method that finds nothing to label (e.g. preference with no pair) writes empty outputs."""
     from pydantic import ValidationError
 
+    from proctor.cli.errors import debug_enabled
     from proctor.credit import CreditError
     from proctor.credit.stage import TargetsConfig, run_targets
 
     try:
+        if not inp.exists():
+            raise FileNotFoundError(f"--in {inp}: no such trajectory store or file")
+        for flag, path in (("--completions", completions), ("--policy", policy)):
+            if path is not None and not path.exists():
+                raise FileNotFoundError(f"{flag} {path}: no such trajectory store or file")
         cfg = TargetsConfig(method=method, params=_parse_params(param), input=inp, out=out, completions=completions,
                             policy=policy, split=split, fractions=tuple(float(x) for x in fractions.split(",")),
                             seed=seed, write_back=write_back)
         with console.status(f"computing {method} targets from {inp}"):
             summary = run_targets(cfg)
     except ValidationError as e:
+        if debug_enabled():
+            raise
         fail(e, where="options")
-    except (CreditError, ValueError, KeyError, FileNotFoundError) as e:
+    except (CreditError, ValueError, KeyError, OSError) as e:
+        if debug_enabled():
+            raise
         fail(e)
     _print_summary(summary)
-    console.print(f"wrote {out / 'targets.parquet'}")
+    console.print(f"wrote {summary['records']} records to {out / 'targets.parquet'}")

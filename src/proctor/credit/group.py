@@ -7,8 +7,9 @@
   A^S = (R_t − mean G(s̃)) / F, A^S = 0 for a singleton group; A = A^E + ω·A^S (ω = 1, γ = 0.95).
   Anchors match exactly, or (optional) by similarity: observations whose difflib ratio to a group's first
   (in sorted order) observation is ≥ the threshold share its group.
-  Step rewards r_k are the outcome at the last step (`step_reward="outcome"`, outcome-only data) or the
-  env's `Step.reward` (`step_reward="env"`).
+  Step rewards r_k are the env's `Step.reward` (`step_reward="env"`, the default: the paper's definition),
+  or the outcome at the last step and 0 before (`step_reward="outcome"`, for outcome-only data whose env
+  rewards are absent or on another scale, e.g. twenty_questions' −1 per turn).
 All means use math.fsum and groups are formed in canonical order, so results do not depend on input order.
 """
 
@@ -34,7 +35,8 @@ class GRPOConfig(OutcomeConfig):
 class GiGPOConfig(GRPOConfig):
     omega: float = 1.0
     gamma: float = Field(0.95, gt=0.0, le=1.0)
-    step_reward: Literal["outcome", "env"] = "outcome"
+    step_reward: Literal["env", "outcome"] = Field(
+        "env", description="r_t of R_t: the env's Step.reward (the paper's), or 'outcome' (R on the last step)")
     similarity: float | None = Field(None, gt=0.0, le=1.0, description="anchor similarity threshold")
 
 

@@ -87,4 +87,4 @@ def inverse_transitions(experts: Sequence[Trajectory], policy: Sequence[Trajecto
 def run_inverse(sources: Sources, cfg: InverseConfig) -> MethodResult:
     index = index_completions(sources.trajectories, sources.completions or [])
     return MethodResult(inverse_transitions(sources.trajectories, sources.policy or [],
-                                            resampled_actions(index), cfg))
+                                            resampled_actions(index), cfg), record_type=Transition)

@@ -49,11 +49,35 @@ def records_to_dataset(records: Sequence[Record]):
     return datasets.Dataset.from_list([r.to_row() for r in records])
 
 
-def write_records(records: Sequence[Record], out_dir: str | os.PathLike, info: dict[str, Any]) -> dict[str, Any]:
-    """Write OUT/targets.parquet and OUT/summary.json; returns the summary."""
+def _empty_table(record_type: type):
+    """A zero-row Arrow table with the columns of `record_type`'s rows (`Record.to_row()`)."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    def arrow_type(annotation: str):
+        if annotation.startswith("dict"):
+            return pa.map_(pa.string(), pa.float64())
+        return {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}.get(
+            annotation.split("|")[0].strip(), pa.string())
+
+    columns = {f.name: pa.array([], arrow_type(str(f.type))) for f in dataclasses.fields(record_type)}
+    columns["kind"] = pa.array([], pa.string())
+    return pa.table(columns)
+
+
+def write_records(records: Sequence[Record], out_dir: str | os.PathLike, info: dict[str, Any],
+                  record_type: type = LabelledStep) -> dict[str, Any]:
+    """Write OUT/targets.parquet and OUT/summary.json; returns the summary. No records is a result too: the
+    table then has `record_type`'s columns and no rows."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    records_to_dataset(records).to_parquet(str(out / TARGETS_FILE))
+    if records:
+        records_to_dataset(records).to_parquet(str(out / TARGETS_FILE))
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(_empty_table(record_type), out / TARGETS_FILE)
     summary = {**info, **summarize(records)}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True))
     return summary

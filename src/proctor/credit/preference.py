@@ -51,4 +51,7 @@ def preference_pairs(items: list[Scored], cfg: PreferenceConfig) -> list[Prefere
                  "(chosen, rejected) actions at the same state with Q̂ margin > δ (AgentPRM relative loss)")
 def run_preference(sources: Sources, cfg: PreferenceConfig) -> MethodResult:
     items, dropped = scored(sources.trajectories, cfg)
-    return MethodResult(preference_pairs(items, cfg), dropped)
+    pairs = preference_pairs(items, cfg)
+    notes = {} if pairs else {"empty": f"no state of the {len(items)} trajectories has two actions whose Q̂ "
+                                       f"differ by more than delta = {cfg.delta}"}
+    return MethodResult(pairs, dropped, notes, PreferencePair)

@@ -71,5 +71,6 @@ def spa_rewards(items: Sequence[Scored], cfg: SPAConfig) -> list[LabelledStep]:
                  "when progress_score names the Step.scores key of ĉ")
 def run_spa(sources: Sources, cfg: SPAConfig) -> MethodResult:
     items, dropped = scored(sources.trajectories, cfg)
-    records = progress_examples(items, cfg) if cfg.progress_score is None else spa_rewards(items, cfg)
-    return MethodResult(records, dropped)
+    if cfg.progress_score is None:
+        return MethodResult(progress_examples(items, cfg), dropped, record_type=ProgressExample)
+    return MethodResult(spa_rewards(items, cfg), dropped)

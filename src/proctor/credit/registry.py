@@ -37,9 +37,13 @@ class Sources:
 
 @dataclass
 class MethodResult:
+    """A method's records; `record_type` names their kind even when there are none (an empty table still
+    has its columns); `notes["empty"]` says why a method found nothing to label."""
+
     records: list[Record]
     dropped: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    record_type: type | None = None
 
 
 Runner = Callable[[Sources, Any], MethodResult]

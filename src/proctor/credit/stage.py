@@ -63,23 +63,38 @@ def run_targets(cfg: TargetsConfig) -> dict[str, Any]:
     info: dict[str, Any] = {"method": cfg.method, "params": params.model_dump(mode="json"), "input": str(cfg.input),
                             "dropped": result.dropped, "seconds": round(time.perf_counter() - t0, 3),
                             "split": cfg.split}
-    outcomes = {t.success for t in trajs}
-    if len(trajs) > 1 and len(outcomes) == 1:
-        info["warning"] = (f"every one of the {len(trajs)} trajectories {'succeeded' if outcomes == {True} else 'failed'}:"
-                           " outcome-based targets then reflect only the discount; roll out a policy mix "
-                           "(e.g. --agent epsilon) to get both outcomes")
+    warnings = []
+    same = same_outcome_warning(trajs)
+    if same:
+        warnings.append(same)
+    if not result.records:
+        why = result.notes.get("empty", "nothing to label")
+        warnings.append(f"method {cfg.method!r} made 0 records ({why}); wrote the empty outputs")
+    if warnings:
+        info["warning"] = "; ".join(warnings)
         log.warning(info["warning"])
     if cfg.ground_truth:
         check = agreement(result.records, trajs, cfg.ground_truth)
         if check is not None:
             info["ground_truth"] = check
-    summary = write_records(result.records, cfg.out, info)
+    summary = write_records(result.records, cfg.out, info, result.record_type or LabelledStep)
     if cfg.write_back is not None:
         if not all(isinstance(r, LabelledStep) for r in result.records):
             raise ValueError(f"write_back needs step records; method {cfg.method!r} makes other records")
         with TrajectoryStore(cfg.write_back, meta={"targets": cfg.method}) as store:
             store.extend(fill_targets(trajs, result.records))
     return summary
+
+
+def same_outcome_warning(trajs: Sequence[Trajectory]) -> str | None:
+    """A warning when every trajectory of a store has the same outcome (all succeeded or all failed):
+    outcome-based targets then reflect only the discount, not the quality of actions."""
+    outcomes = {t.success for t in trajs}
+    if len(trajs) < 2 or len(outcomes) != 1:
+        return None
+    return (f"every one of the {len(trajs)} trajectories {'succeeded' if outcomes == {True} else 'failed'}: "
+            "outcome-based targets then reflect only the discount; roll out a policy mix "
+            "(e.g. --agent epsilon --agent-arg epsilon=0.3) to get both outcomes")
 
 
 def agreement(records: Sequence[Record], trajs: Sequence[Trajectory], key: str) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ class GroupBatch:
 
 
 def group_batch(trajs: Sequence[Trajectory], outcome_source: OutcomeSource = "success", gamma: float = 0.95,
-                step_reward: Literal["outcome", "env"] = "outcome",
+                step_reward: Literal["outcome", "env"] = "env",
                 similarity: float | None = None) -> GroupBatch:
     """The group tensors of `trajs` (see module docstring). Step rewards are the outcome on the last step
     (`outcome`) or the env's `Step.reward` (`env`); anchors are exact observations or similarity clusters."""
