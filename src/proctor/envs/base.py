@@ -67,6 +67,12 @@ class TextEnv(ABC):
         """The privileged expert's next action, or None if this env has no such expert."""
         return None
 
+    @classmethod
+    def candidate_actions(cls) -> list[str] | None:
+        """A fixed list of well-formed actions for an env without admissible-action lists (e.g. a question
+        grammar's canonical questions), what a random agent draws from; None if the env has none."""
+        return None
+
     def splits(self) -> tuple[str, ...]:
         return SPLITS
 

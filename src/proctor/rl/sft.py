@@ -1,0 +1,173 @@
+"""Supervised fine-tuning of a causal LM on demonstrations: the policy π0 that search and RL then improve.
+
+    train_sft(SFTConfig(model="runs/tiny", data="runs/demos", output_dir="runs/sft", steps=300))
+
+`train_sft`, top to bottom:
+
+1. demonstrations: the trajectories of a store (`data`), by default only the successful ones;
+2. policy: any HF causal LM by folder or hub name, every weight trained or LoRA adapters (`lora`, peft);
+3. examples: each step's prompt from the one renderer (`prompt`: output format, history window, admissible
+   list, memory) and its reply, the loss on the agent's tokens only (`proctor.rl.sft_data`); one sequence per
+   step, or one per episode when that is exact (`examples: episodes`, T times fewer prompt tokens);
+4. optimisation: AdamW, linear warm-up then cosine decay, gradient clipping; batches grouped by length;
+   the loss is the mean negative log-likelihood of the agent's tokens in the batch,
+   L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}), M the masked-in positions;
+5. the policy is saved as a `save_pretrained` folder (safetensors; LoRA merged, adapters in `adapter/`)
+   with its tokenizer and `sft.json` (the config, data sizes, loss curve, wall time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.progress import StageProgress
+from proctor.prompts.render import PromptConfig
+from proctor.rl.sft_data import Example, build_examples, length_grouped_batches
+from proctor.trajectory import TrajectoryStore
+
+METRICS_FILE = "sft.json"
+
+
+class SFTConfig(BaseModel):
+    """Supervised fine-tuning on demonstrations (see module docstring); one YAML file for `proctor train sft`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="the model to fine-tune: a folder (e.g. made by build_tiny) or a hub name")
+    lora: dict[str, Any] | None = Field(default=None, description="LoRA (peft LoraConfig arguments, e.g. "
+                                        "{r: 8, target_modules: all-linear}); None trains every weight")
+    data: Path = Field(description="trajectory store of demonstrations (e.g. the searching expert's rollouts)")
+    only_success: bool = Field(default=True, description="train on successful trajectories only")
+    max_trajectories: int | None = Field(default=None, ge=1, description="use the first N (after filtering)")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="the renderer's settings; agents "
+                                 "using the policy must use the same")
+    examples: Literal["steps", "episodes"] = Field(
+        default="steps", description="one sequence per step, or per episode (exact only with history: null, "
+                                     "show_admissible: false)")
+    max_length: int | None = Field(default=None, ge=2, description="drop longer sequences (None: keep all)")
+    output_dir: Path = Field(description="where the policy folder is written")
+    steps: int = Field(default=300, ge=1, description="optimizer steps")
+    batch_size: int = Field(default=16, ge=1)
+    learning_rate: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    warmup_ratio: float = Field(default=0.05, ge=0, lt=1)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    seed: int = 0
+    device: str | None = Field(default=None, description="None: where the model loads (CPU); 'auto', 'cuda'")
+    dtype: str | None = Field(default=None, description="None: the checkpoint's dtype; e.g. 'bfloat16'")
+    progress: bool = True
+
+
+def lr_factor(step: int, total: int, warmup: int) -> float:
+    """Learning-rate multiplier at optimizer step `step` (0-based): linear warm-up over `warmup` steps, then
+    cosine decay to 0 at `total` (Loshchilov & Hutter 2017, SGDR, without restarts):
+    f = (step + 1) / warmup during warm-up, else ½·(1 + cos(π·(step − warmup) / (total − warmup)))."""
+    if step < warmup:
+        return (step + 1) / warmup
+    span = max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, span) / span))
+
+
+def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded `(input_ids, attention_mask, loss_mask)`, each [B, L]."""
+    width = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    loss = torch.zeros((len(examples), width), dtype=torch.long)
+    for b, e in enumerate(examples):
+        ids[b, :len(e.ids)] = torch.tensor(e.ids, dtype=torch.long)
+        attn[b, :len(e.ids)] = 1
+        loss[b, :len(e.mask)] = torch.tensor(e.mask, dtype=torch.long)
+    return ids, attn, loss
+
+
+def masked_nll(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               loss_mask: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(mean NLL of the tokens where `loss_mask` is 1, their number). Token j is predicted at position j−1, and
+    only the positions that predict a target are projected to the vocabulary (`logits_to_keep`)."""
+    targets = loss_mask[:, 1:].bool()
+    keep = torch.nonzero(targets.any(dim=0)).squeeze(1)  # positions j-1 predicting some row's target j
+    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep)
+    logits = out.logits.float()  # [B, len(keep), V]
+    labels = input_ids[:, 1:][:, keep]
+    picked = targets[:, keep]
+    logp = logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    n = int(picked.sum())
+    return -(logp * picked).sum() / max(n, 1), n
+
+
+def load_demonstrations(cfg: SFTConfig) -> list:
+    """The store's trajectories that SFT trains on (successful ones unless `only_success` is off)."""
+    if not (cfg.data / "manifest.json").is_file():
+        raise FileNotFoundError(f"{cfg.data}: not a trajectory store (no manifest.json); field 'data'")
+    trajs = [t for t in TrajectoryStore.open(cfg.data).load() if t.success or not cfg.only_success]
+    trajs = [t for t in trajs if t.steps][:cfg.max_trajectories]
+    if not trajs:
+        raise ValueError(f"{cfg.data}: no {'successful ' if cfg.only_success else ''}trajectories with steps to "
+                         "train on")
+    return trajs
+
+
+def train_sft(cfg: SFTConfig) -> Path:
+    """Fine-tune `cfg.model` on `cfg.data` as the module docstring describes; returns the policy folder."""
+    from proctor.agents.generation_utils import eos_token_ids
+    from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+
+    start = time.monotonic()
+    # 1. demonstrations
+    trajs = load_demonstrations(cfg)
+    # 2. policy
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_policy(cfg.model, lora=cfg.lora, dtype=cfg.dtype, device=cfg.device)
+    model.train()
+    device = next(model.parameters()).device
+    # 3. examples, the loss on the agent's tokens only
+    examples = build_examples(tokenizer, trajs, cfg.prompt, set(eos_token_ids(model, tokenizer)), cfg.examples)
+    if cfg.max_length is not None:
+        examples = [e for e in examples if len(e.ids) <= cfg.max_length]
+    if not examples:
+        raise ValueError(f"no examples of at most max_length={cfg.max_length} tokens")
+    lengths = [len(e.ids) for e in examples]
+    batches = length_grouped_batches(lengths, cfg.batch_size, random.Random(cfg.seed))
+    # 4. optimisation
+    params = trainable_parameters(model)
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    warmup = round(cfg.warmup_ratio * cfg.steps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.steps, warmup))
+    losses: list[float] = []
+    tokens = 0
+    with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress) as bar:
+        for _ in range(cfg.steps):
+            ids, attn, mask = collate([examples[i] for i in next(batches)], tokenizer.pad_token_id)
+            loss, _ = masked_nll(model, ids.to(device), attn.to(device), mask.to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            schedule.step()
+            losses.append(float(loss))
+            tokens += int(attn.sum())
+            recent = losses[-10:]
+            bar.advance(1, stats=f"loss {sum(recent) / len(recent):.3f}, "
+                                 f"{tokens / (time.monotonic() - start):.0f} tok/s")
+    # 5. save
+    model.eval()
+    out = save_policy(model, tokenizer, cfg.output_dir)
+    metrics = {
+        "config": json.loads(cfg.model_dump_json()),
+        "trajectories": len(trajs), "examples": len(examples), "example_tokens": sum(lengths),
+        "target_tokens": sum(sum(e.mask) for e in examples), "trained_tokens": tokens,
+        "loss_first": sum(losses[:10]) / len(losses[:10]), "loss_last": sum(losses[-10:]) / len(losses[-10:]),
+        "losses": [round(x, 5) for x in losses], "wall_s": round(time.monotonic() - start, 2),
+    }
+    (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
+    return out
