@@ -227,3 +227,19 @@ def test_candidates_follow_answers_and_tolerate_contradictions():
     assert consistent_candidates([("Blah?", "Invalid question.")], all_mask) == all_mask
     contradictory = [("Is it an animal?", "Yes."), ("Is it an animal?", "No.")]
     assert consistent_candidates(contradictory, all_mask) == all_mask  # everyone contradicts one answer
+
+
+def test_random_agent_asks_from_the_question_grammar(tmp_path):
+    """No admissible list here: the random agent draws from the env's candidate actions (canonical questions
+    and guesses), all of which parse; before, every episode ended in agent_error."""
+    from proctor.envs.twenty_questions.env import TwentyQuestionsEnv
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    candidates = TwentyQuestionsEnv.candidate_actions()
+    assert len(candidates) == len(canonical_questions()) + len(load_objects())
+    assert all(parse_question(q) is not None for q in candidates)
+    res = run_rollout(RolloutConfig(env="twenty_questions", out=tmp_path / "r", tasks=3, samples=2, seed=1,
+                                    progress=False, agent={"kind": "random"}))
+    trajs = list(res.store)
+    assert len(trajs) == 6 and all(t.termination in ("success", "max_steps") for t in trajs)
+    assert all(s.action in candidates and s.info["valid"] for t in trajs for s in t.steps)

@@ -4,6 +4,7 @@ trajectory's actions again)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.seeding import stable_rng
@@ -11,7 +12,8 @@ from proctor.trajectory import Trajectory, TrajectoryStore
 
 
 class RandomAgent(Agent):
-    """Picks uniformly among the admissible actions (or `fallback_actions` when the env gives none).
+    """Picks uniformly among the admissible actions; when the env gives none, among `fallback_actions`, else
+    among the env's `candidate_actions()` (e.g. twenty_questions' canonical questions and guesses).
 
     Deterministic given (seed, task_id, sample, step): the n samples of a step are n draws with
     replacement from a generator seeded with those."""
@@ -28,14 +30,27 @@ class RandomAgent(Agent):
     def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
         out = []
         for p in prefixes:
-            actions = p.admissible_actions or self.fallback_actions
+            actions = p.admissible_actions or self.fallback_actions or env_candidate_actions(p.env)
             if not actions:
-                raise AgentError(f"RandomAgent: env {p.env!r} gives no admissible actions (task {p.task_id!r}, "
-                                 f"step {p.step_index}); pass fallback_actions")
+                raise AgentError(f"RandomAgent: env {p.env!r} lists neither admissible nor candidate actions "
+                                 f"(task {p.task_id!r}, step {p.step_index}); pass fallback_actions "
+                                 f"(--agent-arg 'fallback_actions=[\"...\"]')")
             rng = stable_rng(self.seed, p.task_id, p.sample, p.step_index)
             picks = [rng.choice(actions) for _ in range(n)]
             out.append([Candidate(action=a, raw_output=a) for a in picks])
         return out
+
+
+@cache
+def env_candidate_actions(env: str) -> tuple[str, ...]:
+    """The registered env class's `candidate_actions()` (empty when it has none or is not registered)."""
+    from proctor.envs import entries
+
+    entry = entries().get(env)
+    try:
+        return tuple(entry.factory().candidate_actions() or ()) if entry is not None else ()
+    except ImportError:  # an adapter whose extra is missing: it has no list to give
+        return ()
 
 
 class ReplayAgent(Agent):

@@ -22,7 +22,12 @@ from proctor.envs.base import SPLITS, TextEnv
 from proctor.envs.registry import register
 from proctor.envs.twenty_questions.expert import best_question, consistent_candidates
 from proctor.envs.twenty_questions.knowledge import KBObject, load_objects
-from proctor.envs.twenty_questions.questions import parse_question, question_grammar
+from proctor.envs.twenty_questions.questions import (
+    canonical_questions,
+    guess_question,
+    parse_question,
+    question_grammar,
+)
 
 SPLIT_FRACTIONS: dict[str, float] = {"train": 0.6, "valid": 0.2, "test": 0.2}
 OPENING = (
@@ -95,6 +100,12 @@ class TwentyQuestionsEnv(TextEnv):
             answer, won = (YES if yes else NO), (yes and query.op == "guess")
         self.dialogue.append((action, answer))
         return answer, (0.0 if won else -1.0), won, {"valid": query is not None, "won": won}
+
+    @classmethod
+    def candidate_actions(cls) -> list[str]:
+        """The grammar's canonical questions (one per attribute) and a guess of every object: there is no
+        admissible list (any question is allowed), so a random agent draws from these."""
+        return [q for q, _ in canonical_questions()] + [guess_question(o.name) for o in load_objects()]
 
     def expert_action(self) -> str | None:
         """The information-gain question given the answers so far, with the objects of this task's split
