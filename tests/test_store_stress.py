@@ -1,6 +1,6 @@
 """A reader process and a writer process on one store at the same time: 10,000 records, nothing lost.
 
-Each record spans several memory pages (~9 KB), so a reader regularly sees a record half-written; opening
+Each record spans three memory pages (~9 KB), so a reader regularly sees a record half-written; opening
 the store must not "repair" that line away from under the writer, and reads must never fail on it.
 """
 
@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from proctor.trajectory import TrajectoryStore
 
@@ -32,6 +34,8 @@ store.close()
 
 READER = """
 import json, time
+import pytest
+
 from proctor.trajectory import TrajectoryStore
 opens, loads, last, errors = 0, 0, 0, []
 next_load = 0.0
@@ -46,7 +50,7 @@ while True:
             if n < last:
                 errors.append(f"count went down from {last} to {n}")
             last = n
-            next_load = time.monotonic() + 0.5
+            next_load = time.monotonic() + 1.0
     except Exception as e:  # noqa: BLE001 - reported to the test
         errors.append(f"{type(e).__name__}: {e}")
     if finished:
@@ -60,6 +64,7 @@ def run(script: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", head + textwrap.dedent(script)], text=True, **kw)
 
 
+@pytest.mark.slow
 def test_concurrent_reader_and_writer_lose_nothing(tmp_path):
     root, done = tmp_path / "s", tmp_path / "writer-done"
     consts = f"ROOT, N, DONE = {str(root)!r}, {N_RECORDS}, {str(done)!r}\n"
