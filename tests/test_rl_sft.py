@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from proctor.cli import app
 from proctor.models import load, load_tokenizer
 from proctor.prompts import PromptConfig, render_training_text
-from proctor.rl.sft import SFTConfig, collate, lr_factor, masked_nll, train_sft
+from proctor.rl.sft import SFTConfig, collate, lr_factor, masked_nll, sft_loss, train_sft
 from proctor.rl.sft_data import (
     build_examples,
     episode_example,
@@ -136,6 +136,11 @@ def test_masked_nll_equals_the_mean_over_targets(tiny_model_dir) -> None:
     # targets: row 0 tokens 2, 3 (7, 8) predicted at positions 1, 2; row 1 token 1 (8) at position 0
     by_hand = -(logp[0, 1, 7] + logp[0, 2, 8] + logp[1, 0, 8]) / 3
     assert n == 3 and loss.item() == pytest.approx(float(by_hand), abs=1e-5)
+    # context tokens at weight 0.5: row 0 tokens 1 and 4 (6, 9), row 1 token 2 (7); padding never counts
+    total, agent, n = sft_loss(model, ids, attn, mask, context_weight=0.5)
+    context = -(logp[0, 0, 6] + logp[0, 3, 9] + logp[1, 1, 7])
+    assert total.item() == pytest.approx(float((3 * by_hand + 0.5 * context) / (3 + 0.5 * 3)), abs=1e-5)
+    assert agent.item() == pytest.approx(float(by_hand), abs=1e-5) and n == 3
 
 
 def test_collate_pads_right() -> None:
@@ -181,7 +186,7 @@ def test_short_sft_lowers_the_loss_and_reloads(tiny_model_dir, demos, tmp_path) 
 
 def test_lora_sft_saves_a_merged_model_and_the_adapters(tiny_model_dir, demos, tmp_path) -> None:
     prompt = PromptConfig(show_admissible=False, system="")
-    cfg = SFTConfig(model=str(tiny_model_dir), data=demos, prompt=prompt, examples="episodes",
+    cfg = SFTConfig(model=str(tiny_model_dir), data=demos, prompt=prompt, examples="episodes", context_weight=0.1,
                     lora={"r": 4, "target_modules": ["q_proj", "v_proj"]}, output_dir=tmp_path / "lora", steps=5,
                     batch_size=4, learning_rate=1e-2, progress=False)
     out = train_sft(cfg)

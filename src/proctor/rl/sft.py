@@ -11,7 +11,9 @@
    step, or one per episode when that is exact (`examples: episodes`, T times fewer prompt tokens);
 4. optimisation: AdamW, linear warm-up then cosine decay, gradient clipping; batches grouped by length;
    the loss is the mean negative log-likelihood of the agent's tokens in the batch,
-   L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}), M the masked-in positions;
+   L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}), M the masked-in positions (optionally plus the
+   other tokens' NLL at weight `context_weight`, for models trained from scratch; the curve in `sft.json`
+   is always the agent tokens' NLL);
 5. the policy is saved as a `save_pretrained` folder (safetensors; LoRA merged, adapters in `adapter/`)
    with its tokenizer and `sft.json` (the config, data sizes, loss curve, wall time).
 """
@@ -52,6 +54,9 @@ class SFTConfig(BaseModel):
     examples: Literal["steps", "episodes"] = Field(
         default="steps", description="one sequence per step, or per episode (exact only with history: null, "
                                      "show_admissible: false)")
+    context_weight: float = Field(default=0.0, ge=0, description="weight of the next-token loss on the other "
+                                  "tokens (observations, task), relative to the agent's; 0: agent tokens only. "
+                                  "> 0 helps a model trained from scratch learn the env's language")
     max_length: int | None = Field(default=None, ge=2, description="drop longer sequences (None: keep all)")
     output_dir: Path = Field(description="where the policy folder is written")
     steps: int = Field(default=300, ge=1, description="optimizer steps")
@@ -89,19 +94,34 @@ def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, attn, loss
 
 
-def masked_nll(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               loss_mask: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """(mean NLL of the tokens where `loss_mask` is 1, their number). Token j is predicted at position j−1, and
-    only the positions that predict a target are projected to the vocabulary (`logits_to_keep`)."""
+def sft_loss(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
+             context_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(loss to minimise, mean NLL of the agent's tokens (detached), their number).
+
+    Token j is predicted at position j−1 with nll_j = −log π(x_j | x_<j). With weights w_j = 1 on the agent's
+    tokens (`loss_mask`), `context_weight` on the other real tokens and 0 on padding, the loss is
+    Σ w_j·nll_j / Σ w_j (w = 0 elsewhere: the agent-token mean of the module docstring). Only positions that
+    predict a weighted token are projected to the vocabulary (`logits_to_keep`)."""
     targets = loss_mask[:, 1:].bool()
-    keep = torch.nonzero(targets.any(dim=0)).squeeze(1)  # positions j-1 predicting some row's target j
+    weights = targets.float()
+    if context_weight > 0:
+        weights = weights + context_weight * (attention_mask[:, 1:].bool() & ~targets).float()
+    keep = torch.nonzero((weights > 0).any(dim=0)).squeeze(1)  # positions j-1 predicting some weighted token j
     out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep)
     logits = out.logits.float()  # [B, len(keep), V]
     labels = input_ids[:, 1:][:, keep]
-    picked = targets[:, keep]
-    logp = logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    w, picked = weights[:, keep], targets[:, keep]
     n = int(picked.sum())
-    return -(logp * picked).sum() / max(n, 1), n
+    agent = (nll.detach() * picked).sum() / max(n, 1)
+    return (nll * w).sum() / w.sum().clamp(min=1e-8), agent, n
+
+
+def masked_nll(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               loss_mask: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(mean NLL of the tokens where `loss_mask` is 1, their number): `sft_loss` without context tokens."""
+    loss, _, n = sft_loss(model, input_ids, attention_mask, loss_mask)
+    return loss, n
 
 
 def load_demonstrations(cfg: SFTConfig) -> list:
@@ -147,14 +167,15 @@ def train_sft(cfg: SFTConfig) -> Path:
     with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress) as bar:
         for _ in range(cfg.steps):
             ids, attn, mask = collate([examples[i] for i in next(batches)], tokenizer.pad_token_id)
-            loss, _ = masked_nll(model, ids.to(device), attn.to(device), mask.to(device))
+            loss, agent_nll, _ = sft_loss(model, ids.to(device), attn.to(device), mask.to(device),
+                                          cfg.context_weight)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             optimizer.step()
             schedule.step()
-            losses.append(float(loss))
+            losses.append(float(agent_nll))
             tokens += int(attn.sum())
             recent = losses[-10:]
             bar.advance(1, stats=f"loss {sum(recent) / len(recent):.3f}, "
