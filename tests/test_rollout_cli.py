@@ -73,3 +73,12 @@ def test_kill_9_mid_run_then_rerun_completes_every_pair_exactly_once(tmp_path):
     assert set(keys) == {(f"test-{i}", k) for i in range(30) for k in range(2)}
     assert set(keys.values()) == {1}
     assert all(t.success for t in TrajectoryStore.open(out))
+
+
+def test_cli_rejects_bad_options_before_any_episode(tmp_path):
+    for args, message in ((["--step-timeout", "-1"], "step_timeout"), (["--agent", "expert", "--expert-kind", "xyz"],
+                                                                        "unknown expert 'xyz'")):
+        proc = subprocess.run([PROCTOR, "rollout", "--env", "household", "--tasks", "2", "--out", str(tmp_path / "o"),
+                               *args], capture_output=True, text=True)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

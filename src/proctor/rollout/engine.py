@@ -97,6 +97,7 @@ def rollout(
     env (no answer within `step_timeout` s) or a crashed one ends its episode with `env_error` and the rest
     go on. An `AgentError` ends the episodes of that batch with `agent_error`; when the first
     `max_agent_failures` agent calls of a run all fail, `AgentFailing` stops it (what is done is kept).
+    The store comes back closed for writing (its lock released); it reads as usual.
     `retry_failed` re-runs stored pairs that ended in `env_error`/`agent_error` (the new record supersedes
     the old one). When the agent needs expert hints (the oracle expert), the env is made with them.
     """
@@ -120,15 +121,17 @@ def rollout(
         total = len(tasks) * samples_per_task
     log.info("%s: %d of %d episodes to do, %d already in %s", label, len(todo), total, total - len(todo),
              store.root)
-    if not todo:
-        return store
-    runner = _Runner(env_spec.name, agent, store, split, seed, max_agent_failures)
-    with (
-        make_pool(env_spec, min(batch_size, len(todo)), workers, backend, step_timeout,
-                  **(backend_options or {})) as pool,
-        RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
-    ):
-        runner.run(pool, todo, bar)
+    try:
+        if todo:
+            runner = _Runner(env_spec.name, agent, store, split, seed, max_agent_failures)
+            with (
+                make_pool(env_spec, min(batch_size, len(todo)), workers, backend, step_timeout,
+                          **(backend_options or {})) as pool,
+                RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
+            ):
+                runner.run(pool, todo, bar)
+    finally:
+        store.close()  # releases the write lock: the returned store is for reading
     return store
 
 
