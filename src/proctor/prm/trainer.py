@@ -9,6 +9,7 @@ unmerged) so `resume_from_checkpoint` continues exactly; the final model is save
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,21 @@ class PRMTrainer(Trainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         (model or self.model).load_checkpoint(resume_from_checkpoint)
+
+
+def launched_distributed() -> bool:
+    """Whether this process is one of several started by torchrun / accelerate (WORLD_SIZE > 1)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def training_defaults(cfg: PRMTrainConfig) -> dict[str, Any]:
+    """TrainingArguments defaults under `cfg.training`. Launched by torchrun on a machine without CUDA, the
+    processes must run as CPU ranks of one job (`use_cpu`, gloo), or transformers gives each one the whole
+    data set and they train as identical separate jobs."""
+    defaults: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "ddp_find_unused_parameters": False}
+    if launched_distributed() and not torch.cuda.is_available():
+        defaults["use_cpu"] = True
+    return defaults
 
 
 def load_training_examples(
@@ -149,8 +165,7 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         evals = tokenize_examples(
             prm, load_training_examples(cfg, cfg.data.eval, prm.tokenizer), cfg.loss, is_eval=True
         )
-    defaults = {"report_to": "none", "seed": cfg.seed, "ddp_find_unused_parameters": False}
-    args = TrainingArguments(**{**defaults, **cfg.training, "remove_unused_columns": False})
+    args = TrainingArguments(**{**training_defaults(cfg), **cfg.training, "remove_unused_columns": False})
     if prm.tokenizer.pad_token_id is None:
         raise ValueError(f"tokenizer of {m.backbone!r} has no pad token")
     trainer = PRMTrainer(
