@@ -29,7 +29,8 @@ def _summary_tables(s: dict[str, Any]) -> list[Table]:
                  f"{100 * s['invalid_action_rate']:.1f}%", f"{prm['mean_step_score']:.3f}" if prm else "—",
                  str(s["budget"].get("env_steps", "—")))
     types = Table(title="by task type", show_header=True)
-    for col in ("task type", "episodes", "success (95% CI)", "mean steps"):
+    types.add_column("task type", no_wrap=True)
+    for col in ("episodes", "success (95% CI)", "mean steps"):
         types.add_column(col, justify="right")
     for r in s["by_task_type"]:
         types.add_row(r["task_type"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]),
