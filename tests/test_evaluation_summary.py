@@ -33,7 +33,13 @@ def test_step_score_prefers_the_search_score_then_the_only_score():
 
 def test_budget_sums_what_trajectories_record_else_counts_steps():
     plain = [_traj("a", 0, "success", [None, None]), _traj("b", 0, "failure", [None] * 3, token_ids=[1, 2])]
-    assert budget_of(plain) == {"env_steps": 5, "generated_tokens": 6}
+    assert budget_of(plain) == {"env_steps": 5, "candidates": 5, "generated_tokens": 6, "prm_calls": 0,
+                                "forks": 0, "replayed_steps": 0}
+    # per-step best-of-N records each step's cost on the chosen candidate's meta
+    bon = _traj("c", 0, "success", [None, None])
+    for step in bon.steps:
+        step.info["candidate_meta"] = {"budget": {"env_steps": 1, "candidates": 4, "prm_calls": 1}}
+    assert budget_of([bon])["candidates"] == 8 and budget_of([bon])["prm_calls"] == 2
     searched = [_traj("a", 0, "success", [None], meta={"budget": {"env_steps": 12, "generated_tokens": 40}}),
                 _traj("b", 0, "success", [None], meta={"budget": {"env_steps": 8, "prm_calls": 3}})]
     assert budget_of(searched) == {"env_steps": 20, "generated_tokens": 40, "prm_calls": 3}
@@ -52,7 +58,7 @@ def test_crashed_and_missing_episodes_count_as_failures_and_are_listed():
     assert s["invalid_action_rate"] == pytest.approx(2 / 6)  # step 1 of a and of c
     assert [(r["task_type"], r["episodes"], r["successes"]) for r in s["by_task_type"]] == [("cool", 1, 0),
                                                                                             ("heat", 2, 1)]
-    assert s["budget"] == {"env_steps": 6} and s["budget_per_episode"] == {"env_steps": 1.5}
+    assert s["budget"]["env_steps"] == 6 and s["budget_per_episode"]["env_steps"] == 1.5
 
 
 def test_prm_stats_hand_computed():

@@ -1,151 +1,101 @@
-"""`proctor quickstart`: one small, real AgentPRM loop on the built-in `household` env, offline, on a CPU.
+"""`proctor quickstart`: the whole AgentPRM loop on a CPU in minutes, as one config of `proctor run`.
 
-1. build a tiny Llama backbone (64 wide, 2 layers by default) with a locally trained tokenizer (`models.build_tiny`);
-2. roll out a mixed policy (the oracle expert, with a random action instead at a rate ε per step) on
-   train and test tasks, K samples per task (`rollout`);
-3. label every step with its Monte-Carlo Q, normalised to [0, 1] (`credit`, AgentPRM stage 1);
-4. train a scalar PRM with soft BCE on the train targets (`prm`, AgentPRM stage 2);
-5. score the held-out test trajectories in one forward pass each, before and after training, and compare
-   with their MC-Q targets.
+    tiny model → searching-expert demonstrations → SFT → π0 → π0's rollouts → MC-Q → PRM Q0 (from π0) →
+    evaluate π0, best-of-N(π0, Q0), beam search → online DPO against Q0 → π1 → evaluate π1, best-of-N(π1, Q0)
+    → summary.json + report.html
 
-Every stage writes its artifact under `out/` (model, trajectory stores, targets, PRM, summary.json) and is
-skipped when its artifact is already there, so an interrupted run resumes.
+Each env has a preset sized for 2 CPU cores (`PRESETS`); the sizes can be scaled down for smoke tests. The
+run directory resumes stage by stage (`manifest.json`), and the run is reproducible by seed.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.agents import ExpertAgent, MixtureAgent, RandomAgent
-from proctor.credit import Sources, run_method
-from proctor.credit.io import write_back, write_records
-from proctor.trajectory import Trajectory, TrajectoryStore
+from pydantic import BaseModel, ConfigDict, Field
 
-ENV = "household"
-TARGET = "mc-q"
+from proctor.pipeline import PipelineConfig, run_pipeline
 
-
-@dataclass
-class QuickstartConfig:
-    """Sizes of the run; the defaults finish in a few minutes on 2 CPU cores."""
-
-    train_tasks: int = 24
-    test_tasks: int = 8
-    samples: int = 8
-    epsilon: float = 0.3
-    max_steps: int = 20
-    gamma: float = 0.95
-    hidden_size: int = 64
-    layers: int = 2
-    prm_steps: int = 150
-    prm_batch: int = 8
-    learning_rate: float = 3e-3
-    seed: int = 0
+#: the choice policy (rank the admissible actions by log-likelihood) with a short history and a memory line
+_PROMPT = {"history": 2, "memory": True}
 
 
-def mixed_policy(epsilon: float, seed: int) -> MixtureAgent:
-    """The oracle expert, replaced by a uniformly random admissible action with probability ε at each step."""
-    if not 0.0 <= epsilon <= 1.0:
-        raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-    return MixtureAgent([(ExpertAgent("oracle"), 1.0 - epsilon), (RandomAgent(seed=seed), epsilon)], seed=seed)
+def _policy(temperature: float, model: str = "$policy") -> dict[str, Any]:
+    return {"kind": "choice", "model": model, "temperature": temperature, "prompt": _PROMPT}
 
 
-def label_with_mc_q(trajs: Sequence[Trajectory], out: Path, gamma: float) -> tuple[list[Trajectory], dict]:
-    """MC-Q targets for `trajs` (written to `out/targets.parquet` + summary) and the trajectories with
-    `Step.targets["mc-q"]` filled."""
-    result = run_method(TARGET, Sources(trajectories=list(trajs)), {"gamma": gamma})
-    summary = write_records(result.records, out, {"method": TARGET, "gamma": gamma})
-    return write_back(trajs, result.records), summary
-
-
-def step_metrics(scores: Sequence[Sequence[float]], trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """How well per-step PRM scores match the MC-Q targets: Brier score, AUROC against MC-Q ≥ 0.5, and
-    AUROC of the last step's score for the episode's success."""
-    from proctor.prm.metrics import auroc, brier_score
-
-    flat = [s for row in scores for s in row]
-    q = [step.targets[TARGET] for t in trajs for step in t.steps]
-    last = [row[-1] for row in scores]
-    won = [float(t.success) for t in trajs]
+def _household() -> dict[str, Any]:
     return {
-        "brier_vs_mc_q": brier_score(flat, q),
-        "auroc_step_mc_q>=0.5": auroc(flat, [float(v >= 0.5) for v in q]),
-        "auroc_last_step_success": auroc(last, won),
+        "env": "household",
+        "env_kwargs": {"preset": "small", "max_steps": 15},
+        "model": {"tiny": {"hidden_size": 64, "layers": 2, "heads": 4, "vocab_size": 2000}},
+        "demos": {"agent": {"kind": "expert", "expert": "search"}, "split": "train", "tasks": 80},
+        "sft": {"steps": 120, "batch_size": 16, "learning_rate": 3e-3, "prompt": _PROMPT},
+        "policy_agent": {"kind": "choice", "temperature": 1.0, "prompt": _PROMPT},
+        "iterations": 1,
+        "rollout": {"split": "train", "tasks": 24, "samples": 4, "batch": 16},
+        "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
+        "prm": {"training": {"max_steps": 100, "per_device_train_batch_size": 8, "learning_rate": 1e-3}},
+        "improve": {"split": "train", "tasks": 24, "n_actions": 4, "beta": 0.1, "learning_rate": 1e-4,
+                    "batch_size": 8, "epochs": 2},
+        "evaluate": {"split": "test", "tasks": 40, "samples": 1, "batch": 20, "entries": [
+            {"name": "policy", "agent": _policy(1.0)},
+            {"name": "policy (greedy)", "agent": _policy(0.0)},
+            {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
+                                                       "base": _policy(1.0)}},
+            {"name": "beam 2x2 (PRM Q0)", "iterations": [0],
+             "search": {"method": "beam", "agent": _policy(1.0), "prm": "$prm", "beams": 2, "expansions": 2}},
+        ]},
     }
 
 
-def run_quickstart(out: str | os.PathLike, cfg: QuickstartConfig | None = None,
-                   report: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
-    """Run (or resume) the loop in `out`; returns the summary also written to `out/summary.json`.
+#: env name → preset (a `PipelineConfig` without `out`/`seed`)
+PRESETS: dict[str, Callable[[], dict[str, Any]]] = {"household": _household}
 
-    `report(stage, payload)` is called after each stage (the CLI prints tables from it)."""
-    import torch
 
-    from proctor.models import build_tiny
-    from proctor.prm.config import DataSection, ModelSection, PRMTrainConfig
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.scoring import PRMScorer
-    from proctor.prm.trainer import train_prm
-    from proctor.rollout import RolloutConfig, run_rollout
+class QuickstartConfig(BaseModel):
+    """Which env, where, which seed, and an optional down-scaling of the preset's sizes (smoke tests)."""
 
-    cfg = cfg or QuickstartConfig()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    report = report or (lambda stage, payload: None)
-    summary: dict[str, Any] = {"config": asdict(cfg)}
+    model_config = ConfigDict(extra="forbid")
 
-    model_dir = out / "tiny-model"
-    if not (model_dir / "config.json").exists():
-        build_tiny(model_dir, hidden_size=cfg.hidden_size, layers=cfg.layers, seed=cfg.seed)
-    report("model", model_dir)
+    env: str = "household"
+    out: Path = Path("runs/quickstart")
+    seed: int = 0
+    scale: float = Field(default=1.0, gt=0, le=1, description="multiply task counts and steps by this")
 
-    policy = mixed_policy(cfg.epsilon, cfg.seed)
-    labelled: dict[str, list[Trajectory]] = {}
-    for split, n_tasks in (("train", cfg.train_tasks), ("test", cfg.test_tasks)):
-        result = run_rollout(RolloutConfig(env=ENV, out=out / "rollouts" / split, split=split, tasks=n_tasks,
-                                           samples=cfg.samples, batch=16, seed=cfg.seed,
-                                           env_kwargs={"max_steps": cfg.max_steps}), agent=policy)
-        report(f"rollout:{split}", result.summary)
-        summary[f"rollout_{split}"] = result.summary.to_dict()
-        trajs = [t for t in result.store if t.task_id in set(result.task_ids)]
-        labelled[split], targets_summary = label_with_mc_q(trajs, out / "targets" / split, cfg.gamma)
-        summary[f"targets_{split}"] = targets_summary
-        report(f"targets:{split}", targets_summary)
-        store_dir = out / "targets" / split / "trajectories"
-        if not store_dir.exists():
-            with TrajectoryStore(store_dir, meta={"targets": TARGET}) as store:
-                store.extend(labelled[split])
 
-    prm_dir = out / "prm"
-    train_cfg = PRMTrainConfig(
-        model=ModelSection(backbone=str(model_dir), head="scalar", dtype="float32"),
-        loss="bce",
-        data=DataSection(train=str(out / "targets" / "train" / "trajectories"), format="trajectories",
-                         target=TARGET),
-        training={"output_dir": str(prm_dir), "max_steps": cfg.prm_steps,
-                  "per_device_train_batch_size": cfg.prm_batch, "learning_rate": cfg.learning_rate,
-                  "lr_scheduler_type": "cosine", "warmup_steps": max(1, cfg.prm_steps // 10),
-                  "logging_steps": max(1, cfg.prm_steps // 8), "save_strategy": "no", "use_cpu": True},
-        seed=cfg.seed,
-    )
-    test = labelled["test"]
-    torch.manual_seed(cfg.seed)
-    before = PRMScorer(ProcessRewardModel.build(str(model_dir), "scalar", sigmoid=True, dtype="float32"))
-    summary["prm_before_training"] = step_metrics(before.score_trajectories(test), test)
-    if not (prm_dir / "train_log.json").exists():
-        _, _, trainer = train_prm(train_cfg)
-        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        (prm_dir / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
-    losses = json.loads((prm_dir / "train_log.json").read_text())["losses"]
-    summary["prm_train_loss"] = {"first": losses[0], "last": losses[-1], "logged": losses}
-    report("prm", summary["prm_train_loss"])
-    after = PRMScorer(ProcessRewardModel.from_pretrained(str(prm_dir)))
-    summary["prm_after_training"] = step_metrics(after.score_trajectories(test), test)
-    report("eval", {"before": summary["prm_before_training"], "after": summary["prm_after_training"]})
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+def pipeline_config(cfg: QuickstartConfig) -> PipelineConfig:
+    """The quickstart as a `PipelineConfig` (what `proctor run` would run)."""
+    if cfg.env not in PRESETS:
+        raise ValueError(f"no quickstart preset for env {cfg.env!r}; presets: {', '.join(sorted(PRESETS))}")
+    data = PRESETS[cfg.env]()
+    if cfg.scale < 1:
+        data = _scaled(data, cfg.scale)
+    return PipelineConfig.model_validate({**data, "out": cfg.out, "seed": cfg.seed})
+
+
+def _scaled(data: dict[str, Any], scale: float) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+
+    def down(section: dict[str, Any], key: str) -> None:
+        if key in section:
+            section[key] = max(1, round(section[key] * scale))
+
+    for name in ("demos", "rollout", "improve", "evaluate"):
+        down(data[name], "tasks")
+    down(data["sft"], "steps")
+    down(data["prm"]["training"], "max_steps")
+    return data
+
+
+def run_quickstart(cfg: QuickstartConfig, report: Callable[[str, dict[str, Any]], None] | None = None
+                   ) -> dict[str, Any]:
+    """Run (or resume) the quickstart; returns the pipeline summary, with `report_html` (the report's path)."""
+    from proctor.evaluation.report import build_report
+
+    summary = run_pipeline(pipeline_config(cfg), report)
+    summary["report_html"] = str(build_report(cfg.out))
     return summary

@@ -36,31 +36,21 @@ def step_score(step: Step, key: str | None = None) -> float | None:
 
 
 def budget_of(trajs: Iterable[Trajectory]) -> dict[str, float]:
-    """Total compute spent: the sum of each numeric entry of `Trajectory.meta["budget"]` (search agents
-    record their env steps, including those of forked copies, and generated tokens there); `env_steps` is
-    the number of steps taken when no trajectory records it, and `generated_tokens` the number of tokens
-    the policy generated when steps carry `token_ids`."""
+    """Total compute spent: the sum over episodes of `Trajectory.meta["budget"]` (search methods record their
+    env steps, forked copies included, PRM calls and generated tokens there), or, for an episode without
+    one, of what its steps record (`proctor.search.budget.trajectory_budget`: per-step best-of-N's
+    candidates and PRM calls, else one env step and one candidate per step)."""
+    from proctor.search.budget import trajectory_budget
+
     total: dict[str, float] = defaultdict(float)
-    steps = tokens = 0
-    has_tokens = False
     for t in trajs:
-        steps += len(t.steps)
-        for s in t.steps:
-            if s.token_ids is not None:
-                has_tokens = True
-                tokens += len(s.token_ids)
         budget = t.meta.get("budget")
-        if isinstance(budget, dict):
-            for k, v in budget.items():
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    total[k] += v
-        elif isinstance(budget, int | float) and not isinstance(budget, bool):
-            total["budget"] += budget
-    out = dict(total)
-    out.setdefault("env_steps", steps)
-    if has_tokens:
-        out.setdefault("generated_tokens", tokens)
-    return {k: (int(v) if float(v).is_integer() else v) for k, v in sorted(out.items())}
+        if not isinstance(budget, dict):
+            budget = trajectory_budget(t).as_dict()
+        for k, v in budget.items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                total[k] += v
+    return {k: (int(v) if float(v).is_integer() else v) for k, v in sorted(total.items())}
 
 
 def rate_row(trajs: Sequence[Trajectory], failures: int = 0) -> dict[str, Any]:

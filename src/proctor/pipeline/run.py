@@ -116,6 +116,7 @@ class Pipeline:
         section = dict(self.cfg.prm)
         model = {"head": "scalar", "dtype": "float32", **section.pop("model", {}), "backbone": str(policy)}
         training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
+                    "dataloader_pin_memory": False,
                     **section.pop("training", {}), "output_dir": str(out)}
         data = {"format": "trajectories", "target": self.cfg.targets.get("method", "mc-q"),
                 **section.pop("data", {}), "train": str(labelled)}
