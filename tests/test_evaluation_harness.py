@@ -60,7 +60,7 @@ def test_prm_scores_are_written_onto_every_step(report_root):  # noqa: F811
 
 def test_sweep_writes_one_folder_per_n_and_a_plot(report_root):  # noqa: F811
     sweep = json.loads((report_root / "choice" / "sweep.json").read_text())
-    assert [r["n"] for r in sweep["rows"]] == [1, 3] and sweep["policy"] == "prm-choice"
+    assert [r["n"] for r in sweep["rows"]] == [1, 3] and sweep["policy"] == "best-of-n"
     for n in (1, 3):
         s = json.loads((report_root / "choice" / f"n{n}" / "summary.json").read_text())
         assert s["n"] == n and s["agent"]["n"] == n and s["agent"]["base"]["kind"] == "epsilon"
@@ -82,7 +82,7 @@ def test_compare_pairs_the_same_task_sample_keys(report_root):  # noqa: F811
     # random lost all 4, the expert won all 4: 4 discordant pairs, all for B → p = 2 · 2⁻⁴
     assert (expert["pairs"], expert["b01"], expert["b10"]) == (4, 4, 0)
     assert expert["p_value"] == pytest.approx(0.125) and expert["diff"] == 1.0 and expert["diff_ci95"] == [1.0, 1.0]
-    assert n1["policy"] == "prm-choice N=1" and n1["pairs"] == 3  # the sweep ran the first 3 tasks
+    assert n1["policy"] == "best-of-n N=1" and n1["pairs"] == 3  # the sweep ran the first 3 tasks
     assert n3["pairs"] == 3 and n3["b10"] == 0
     with pytest.raises(ValueError, match="not a `proctor eval` output folder"):
         compare([report_root / "random", report_root / "prm-train"])

@@ -1,6 +1,6 @@
-"""The report from real small runs: household evaluations (search expert, random, ε-expert, and a PRM-guided
-choice among sampled candidates swept over N), a tiny PRM's scores written onto every step, and MC-Q labels
-of one evaluation's episodes in a labelled store beside it.
+"""The report from real small runs: household evaluations (search expert, random, ε-expert, and per-step
+best-of-N of the ε-expert with a tiny PRM, swept over N), the PRM's scores written onto every step, and MC-Q
+labels of one evaluation's episodes in a labelled store beside it.
 
 `make_report_folder` is shared with the real-browser test (`test_report_browser.py`)."""
 
@@ -8,65 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from proctor.agents.base import Agent, Candidate, Prefix
-from proctor.agents.registry import AgentConfig, AgentSpec, agent_kinds, register_agent
 from proctor.evaluation import EvalConfig, run_eval
 from proctor.evaluation.report import build_report, embed_json
 from proctor.evaluation.report_data import collect
-
-FIXTURE_KIND = "prm-choice-fixture"
-
-
-class PRMChoiceAgent(Agent):
-    """Samples `n` actions from a base policy, scores the distinct ones with a PRM at the current state and
-    takes the best, recording every candidate with its score and count in `Candidate.meta` (the fields a
-    best-of-N search agent records, which the report's viewer shows)."""
-
-    def __init__(self, base: Agent, prm_path: str, n: int):
-        from proctor.prm.model import ProcessRewardModel
-        from proctor.prm.scoring import PRMScorer
-
-        self.base, self.n = base, n
-        self.scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_path, dtype="float32"))
-        self.name = f"prm-choice(n={n}, {base.describe()})"
-
-    @property
-    def needs_expert_hints(self) -> bool:
-        return self.base.needs_expert_hints
-
-    def reset(self, prefix: Prefix) -> None:
-        self.base.reset(prefix)
-
-    def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
-        out = []
-        for prefix, cands in zip(prefixes, self.base.act(prefixes, self.n), strict=True):
-            counts = Counter(c.action for c in cands)
-            actions = list(counts)
-            scores = self.scorer.score_actions(prefix, actions)
-            best = max(range(len(actions)), key=lambda i: (scores[i], -i))
-            table = [{"action": a, "score": s, "count": counts[a]} for a, s in zip(actions, scores, strict=True)]
-            out.append([Candidate(actions[best], meta={"prm_score": scores[best], "candidates": table})])
-        return out
-
-
-if FIXTURE_KIND not in agent_kinds():
-    @register_agent(FIXTURE_KIND)
-    class PRMChoiceConfig(AgentSpec):
-        """Test policy: the PRM's pick among n samples of a base policy."""
-
-        kind: str = FIXTURE_KIND
-        base: AgentConfig
-        prm: str
-        n: int = 1
-
-        def build(self) -> Agent:
-            return PRMChoiceAgent(self.base.build(), self.prm, self.n)
+from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
 
 
 def make_prm(folder: Path, backbone: Path) -> Path:
@@ -90,9 +39,9 @@ def make_report_folder(root: Path, backbone: Path) -> Path:
     run_eval(EvalConfig(**common, agent={"kind": "random"}, out=root / "random", env_kwargs={"max_steps": 8}))
     eps = run_eval(EvalConfig(**common, agent={"kind": "epsilon", "epsilon": 0.5}, out=root / "epsilon", samples=2,
                               env_kwargs={"max_steps": 12}, prm=prm))
-    run_eval(EvalConfig(**{**common, "tasks": 3}, name="prm-choice", ns=[1, 3], out=root / "choice",
+    run_eval(EvalConfig(**{**common, "tasks": 3}, name="best-of-n", ns=[1, 3], out=root / "choice",
                         env_kwargs={"max_steps": 10},
-                        agent={"kind": FIXTURE_KIND, "prm": str(prm), "base": {"kind": "epsilon", "epsilon": 0.5}}))
+                        agent={"kind": "best-of-n", "prm": str(prm), "base": {"kind": "epsilon", "epsilon": 0.5}}))
     labelled = root / "epsilon-labelled"
     if not labelled.exists():  # MC-Q targets of the ε-expert's episodes (2 samples per task)
         trajs = TrajectoryStore.open(root / "epsilon" / eps.summary["store"]).load()
@@ -115,7 +64,7 @@ def report_root(tmp_path_factory, tiny_model_dir) -> Path:
 def test_collect_finds_every_evaluation_and_sweep(report_root):
     data = collect(report_root)
     names = [p["name"] for p in data["policies"]]
-    assert names == ["prm-choice N=1", "prm-choice N=3", "epsilon(epsilon=0.5)", "expert(expert=search)", "random"]
+    assert names == ["best-of-n N=1", "best-of-n N=3", "epsilon(epsilon=0.5)", "expert(expert=search)", "random"]
     assert all(p["source"] == "eval" for p in data["policies"])  # the labelled copy is not a policy of its own
     assert [r["n"] for r in data["sweeps"][0]["rows"]] == [1, 3]
     by = {p["name"]: p for p in data["policies"]}
@@ -135,7 +84,7 @@ def test_viewer_data_carries_scores_candidates_and_mc_q(report_root):
     assert all(s["q"] is not None for t in eps for s in t["steps"])
     finished = [t for t in eps if t["success"]]
     assert finished and all(t["steps"][-1]["q"] == 1.0 for t in finished)  # MC-Q of a winning last step
-    choice = data["trajectories"][pid["prm-choice N=3"]]
+    choice = data["trajectories"][pid["best-of-n N=3"]]
     steps = [s for t in choice for s in t["steps"]]
     assert all(1 <= len(s["c"]) <= 3 and sum(c["count"] for c in s["c"]) == 3 for s in steps)
     for s in steps:  # the chosen action is the best-scored candidate, and its score is the step's score

@@ -92,11 +92,11 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
     assert browser.find_elements(By.CSS_SELECTOR, "#chart-prm svg circle")  # PRM score vs success
     assert browser.find_elements(By.CSS_SELECTOR, "#chart-train svg polyline")  # the training curve
 
-    choose(browser, "prm-choice N=3")
+    choose(browser, "best-of-n N=3")
     title = browser.find_element(By.ID, "traj-title")
     first = title.text
     steps = browser.find_elements(By.CSS_SELECTOR, "#steps .step")
-    assert first.startswith("prm-choice N=3 · ") and steps
+    assert first.startswith("best-of-n N=3 · ") and steps
     assert len(browser.find_elements(By.CSS_SELECTOR, "#score-strip div")) == len(steps)
     assert browser.find_elements(By.CSS_SELECTOR, "#steps .cands tr.chosen")  # the candidates best-of-N weighed
     assert "Where it went wrong" in browser.find_element(By.ID, "traj-wrong").text  # the untrained PRM fails all
@@ -104,7 +104,7 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
 
     browser.find_element(By.ID, "next-traj").click()
     second = title.text
-    assert second != first and second.startswith("prm-choice N=3 · ")
+    assert second != first and second.startswith("best-of-n N=3 · ")
     items = browser.find_elements(By.CSS_SELECTOR, "#traj-list .traj-item")
     assert "sel" in items[1].get_attribute("class") and "sel" not in items[0].get_attribute("class")
     items[2].click()
