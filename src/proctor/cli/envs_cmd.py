@@ -8,13 +8,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from proctor.cli.root import app
 from proctor.cli.options import parse_env_args
+from proctor.cli.root import app
 
 console = Console()
 
 
-def _task_counts(entry) -> str:  # noqa: ANN001 - an EnvEntry
+def _task_counts(entry) -> str:
     try:
         env = entry.factory()()
         counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())

@@ -28,8 +28,8 @@ def tiny(
     envs' text, saved as an HF folder (safetensors, ChatML template, the PRM step marker as one token).
     Prints {"model": DIR, "parameters": N, "vocab_size": V}."""
     from proctor.cli.errors import user_errors
-    from proctor.models import build_tiny
     from proctor.cli.options import fail
+    from proctor.models import build_tiny
     from proctor.models.tiny import ARCHS, MARKER_FILE
 
     if arch not in ARCHS:

@@ -16,42 +16,117 @@ app.add_typer(prm_app, name="prm")
 
 @prm_app.command("train")
 def train(
-    config: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="PRM training YAML")],
+    config: Annotated[Path, typer.Argument(help="PRM training YAML")],
     resume: str | None = typer.Option(None, help="checkpoint folder, or 'last' for the latest"),
 ) -> None:
-    """Train a PRM with the HF Trainer as CONFIG describes; the model is saved to training.output_dir."""
+    """Train a PRM with the HF Trainer as CONFIG describes; the model is saved to training.output_dir.
+
+    The config, the backbone reference and every data row are checked before the model loads; a mistake is
+    one error line naming the file, row or field (`proctor --debug prm train ...` for the traceback)."""
+    from proctor.cli.errors import user_errors
     from proctor.prm.config import load_config
-    from proctor.prm.trainer import train_prm
+    from proctor.prm.trainer import build_trainer, train_prm
 
-    cfg = load_config(config)
-    _, result, _ = train_prm(cfg, resume_from_checkpoint=True if resume == "last" else resume)
-    typer.echo(
-        json.dumps(
-            {
-                "output_dir": cfg.training["output_dir"],
-                "train_loss": result.training_loss,
-                "steps": result.global_step,
-            }
-        )
-    )
+    with user_errors("prm train"):
+        cfg = load_config(config)
+        built = build_trainer(cfg)
+    _, result, trainer = train_prm(cfg, resume_from_checkpoint=True if resume == "last" else resume, built=built)
+    out = {"output_dir": cfg.training["output_dir"], "train_loss": result.training_loss,
+           "steps": result.global_step, **trainer.data_report}
+    if trainer.data_report:
+        typer.echo(f"data.unlabelled_rows={cfg.data.unlabelled_rows}: {trainer.data_report} (examples whose "
+                   "labelled steps truncation cut away)", err=True)
+    typer.echo(json.dumps(out))
 
 
-@prm_app.command("score")
+SCORE_HELP = """Score every step with a trained PRM (one forward pass per example or trajectory; labels are
+never needed). DATA is one of:
+
+- a trajectory store folder (`proctor rollout --out`, `targets --write-back`): each trajectory rendered with the
+  shared prompt renderer, as in training; with --write-back OUT the scores are also written onto the steps
+  (Step.scores[--name]) of a new store at OUT;
+
+- a JSON list or JSONL file (--format): `stepwise` records {"prompt": str, "completions": [str, ...]} (optional
+  "id", and "labels", which are ignored); `processbench` (every step of every solution is scored);
+  `math_shepherd`; `prm800k`.
+
+Prints one JSON line per example: {"id": ..., "scores": [one float per step]}."""
+
+
+@prm_app.command("score", help=SCORE_HELP)
 def score(
-    model: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="PRM folder")],
-    data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="stepwise JSON/JSONL")],
-    fmt: str = typer.Option("stepwise", "--format", help="stepwise|math_shepherd|prm800k|processbench"),
+    model: Annotated[Path, typer.Argument(help="PRM folder (prm train's training.output_dir)")],
+    data: Annotated[Path, typer.Argument(help="trajectory store folder, or a JSON/JSONL file (see --format)")],
+    fmt: str = typer.Option("stepwise", "--format", help="file format: stepwise|math_shepherd|prm800k|processbench"),
+    write_back: Annotated[Path | None, typer.Option(
+        "--write-back", help="trajectory store: write a copy with Step.scores[--name] filled here")] = None,
+    name: Annotated[str, typer.Option("--name", help="the Step.scores key --write-back fills")] = "prm",
     batch_size: int = typer.Option(8),
 ) -> None:
-    """Print one JSON line per example with its per-step scores (one forward pass per example)."""
-    from proctor.prm.data import load_examples
+    from proctor.cli.errors import user_errors
+    from proctor.prm.data import DataError, read_for_scoring
+
+    with user_errors("prm score"):
+        _check_prm_folder(model)
+        store = (data / "manifest.json").is_file()
+        if data.is_dir() and not store:
+            raise DataError(f"{data}: a folder but not a trajectory store (no manifest.json)")
+        if write_back is not None and not store:
+            raise DataError("--write-back writes Step.scores onto trajectories: DATA must be a trajectory store")
+        if store:
+            from proctor.trajectory import TrajectoryStore
+
+            trajs = TrajectoryStore.open(data).load()
+        else:
+            examples = read_for_scoring(data, fmt)
+        scorer = _scorer(model, batch_size)
+    with user_errors("prm score"):
+        if store:
+            scores = _score_in_chunks(scorer.score_trajectories, trajs, "prm score")
+            ids = [t.id for t in trajs]
+        else:
+            scores = _score_in_chunks(scorer.score_examples, examples, "prm score")
+            ids = [ex.id if ex.id is not None else ex.meta.get("row") for ex in examples]
+    for i, s in zip(ids, scores, strict=True):
+        typer.echo(json.dumps({"id": i, "scores": s}))
+    if write_back is not None:
+        from proctor.prm.data import with_step_scores
+        from proctor.trajectory import TrajectoryStore
+
+        with TrajectoryStore(write_back, meta={"scores": name, "prm": str(model)}) as out:
+            out.extend(with_step_scores(trajs, scores, name))
+        typer.echo(f"wrote {len(trajs)} trajectories with Step.scores[{name!r}] to {write_back}", err=True)
+
+
+def _check_prm_folder(model: Path) -> None:
+    """A PRM folder must exist and hold prm_config.json (proctor) or config.json (a TRL PRM)."""
+    if not model.is_dir():
+        raise FileNotFoundError(f"{model}: no such PRM folder")
+    if not (model / "prm_config.json").is_file() and not (model / "config.json").is_file():
+        raise FileNotFoundError(f"{model}: not a PRM folder (no prm_config.json or config.json); "
+                                "train one with `proctor prm train`")
+
+
+def _scorer(model: Path, batch_size: int):
+    from transformers.utils import logging as hf_logging
+
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
 
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
-    examples = load_examples(data, fmt)
-    for ex, s in zip(examples, scorer.score_examples(examples), strict=True):
-        typer.echo(json.dumps({"id": ex.id, "scores": s}))
+    hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar
+    return PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+
+
+def _score_in_chunks(fn, items: list, label: str, chunk: int = 64) -> list[list[float]]:
+    """`fn(items)` in chunks, with a progress bar (plain lines when stderr is not a terminal)."""
+    from proctor.progress import StageProgress
+
+    out: list[list[float]] = []
+    with StageProgress(label, total=len(items), unit="examples") as bar:
+        for i in range(0, len(items), chunk):
+            out += fn(items[i : i + chunk])
+            bar.advance(len(items[i : i + chunk]))
+    return out
 
 
 @prm_app.command("serve")
@@ -89,14 +164,14 @@ def serve(
 
 @prm_app.command("eval")
 def evaluate(
-    model: Annotated[Path, typer.Option(exists=True, file_okay=False, help="PRM folder")],
+    model: Annotated[Path, typer.Option(help="PRM folder")],
     processbench: Annotated[list[Path] | None, typer.Option(
-        exists=True, dir_okay=False, help="ProcessBench JSON file (repeatable), e.g. gsm8k.json")] = None,
+        help="ProcessBench JSON file (repeatable), e.g. gsm8k.json")] = None,
     trajectories: Annotated[Path | None, typer.Option(
-        exists=True, help="held-out trajectory store: score spread, Brier/AUROC vs --target, ranking")] = None,
+        help="held-out trajectory store: score spread, Brier/AUROC vs --target, ranking")] = None,
     target: Annotated[str | None, typer.Option(help="trajectories: the Step.targets key (e.g. mc-q)")] = None,
     candidates: Annotated[Path | None, typer.Option(
-        exists=True, help="trajectories: candidate completions (rollout start.candidates) for pairwise ranking")] = None,
+        help="trajectories: candidate completions (rollout start.candidates) for pairwise ranking")] = None,
     margin: Annotated[float, typer.Option(help="ranking: min MC-Q difference of a pair")] = 0.2,
     gamma: Annotated[float, typer.Option(help="ranking: the MC-Q discount")] = 0.95,
     bootstrap: Annotated[int, typer.Option(help="bootstrap resamples (over tasks) for intervals")] = 1000,
@@ -113,18 +188,23 @@ def evaluate(
     if trajectories is not None:
         _eval_trajectories(model, trajectories, target, candidates, margin, gamma, bootstrap, batch_size, output)
         return
-    if not processbench:
-        from proctor.cli.options import fail
+    from proctor.cli.errors import user_errors
+    from proctor.cli.options import fail
 
+    if not processbench:
         fail("prm eval: give --processbench FILE or --trajectories STORE")
     from rich.console import Console
 
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.processbench import evaluate_file, report, results_table
-    from proctor.prm.scoring import PRMScorer
+    from proctor.prm.processbench import evaluate_solutions, load_solutions, report, results_table
+    from proctor.progress import StageProgress
 
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
-    results = [evaluate_file(scorer, f, threshold, limit) for f in processbench]
+    with user_errors("prm eval"):
+        _check_prm_folder(model)
+        solutions = {f: load_solutions(f, limit) for f in processbench}  # every file read before the model
+        scorer = _scorer(model, batch_size)
+    total = sum(len(v) for v in solutions.values())
+    with user_errors("prm eval"), StageProgress("prm eval", total=total, unit="solutions") as bar:
+        results = [evaluate_solutions(scorer, f.stem, ex, threshold, progress=bar) for f, ex in solutions.items()]
     Console(stderr=True).print(results_table(results))
     summary = {"model": str(model), **report(results)}
     if output is not None:
@@ -137,21 +217,21 @@ def evaluate(
 def _eval_trajectories(model: Path, store: Path, target: str | None, candidates: Path | None, margin: float,
                        gamma: float, n_boot: int, batch_size: int, output: Path | None) -> None:
     """`prm eval --trajectories`: the report of `proctor.prm.trajectory_eval` as JSON on stdout."""
-    from proctor.cli.options import fail
+    from proctor.cli.errors import user_errors
     from proctor.credit.montecarlo import MCConfig
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.scoring import PRMScorer
     from proctor.prm.trajectory_eval import evaluate_trajectories
     from proctor.trajectory import TrajectoryStore
 
-    try:
+    with user_errors("prm eval"):
+        _check_prm_folder(model)
+        for flag, path in (("--trajectories", store), ("--candidates", candidates)):
+            if path is not None and not (path / "manifest.json").is_file():
+                raise FileNotFoundError(f"{flag} {path}: not a trajectory store (no manifest.json)")
         trajs = TrajectoryStore.open(store).load()
         comps = TrajectoryStore.open(candidates).load() if candidates is not None else None
-        scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+        scorer = _scorer(model, batch_size)
         report = evaluate_trajectories(scorer, trajs, target=target, completions=comps, margin=margin,
                                        mc=MCConfig(gamma=gamma), n_boot=n_boot, progress=True)
-    except (OSError, ValueError) as e:
-        fail(e, "prm eval")
     summary = {"model": str(model), "trajectories": str(store), **report}
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from proctor.cli.options import fail
-from proctor.credit.registry import methods
 from proctor.cli.root import app
+from proctor.credit.registry import methods
 
 console = Console()
 

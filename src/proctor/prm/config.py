@@ -59,6 +59,11 @@ class DataSection(_Strict):
     trajectories: list[str] = Field(
         default_factory=list, description="targets: the trajectory stores / Parquet files the records name"
     )
+    unlabelled_rows: Literal["error", "keep", "skip"] = Field(
+        default="error",
+        description="an example whose labelled steps truncation cuts away: an error naming its row, 'keep' it "
+        "with no labels (TRL's behaviour: scored, not supervised), or 'skip' it (counted in the output)",
+    )
     score_at: Literal["action", "state"] = Field(
         default="action",
         description="trajectories/targets: read the score after each action (PRM, Q) or at the end of each "

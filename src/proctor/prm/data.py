@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from proctor.prompts.turns import Prefix
 from proctor.prompts.render import PromptConfig, format_action, prefix_at, render_messages
+from proctor.prompts.turns import Prefix
 from proctor.trajectory import Trajectory
 
 
@@ -264,10 +264,68 @@ IMPORTERS = {
 
 
 def load_examples(path: str | Path, fmt: str = "stepwise") -> list[StepwiseExample]:
-    """Read a JSON/JSONL file in one of the formats named in `IMPORTERS`."""
+    """Read a JSON/JSONL file in one of the formats named in `IMPORTERS`; each example's `meta["row"]` is
+    `file:record` (1-based), what errors about it name."""
     if fmt not in IMPORTERS:
         raise DataError(f"unknown data format {fmt!r}; known: {sorted(IMPORTERS)}")
-    return IMPORTERS[fmt](read_json_records(path), str(path))
+    if not Path(path).is_file():
+        raise DataError(f"{path}: no such data file")
+    return _with_rows(IMPORTERS[fmt](read_json_records(path), str(path)), path)
+
+
+def _with_rows(examples: list[StepwiseExample], path: str | Path) -> list[StepwiseExample]:
+    for i, ex in enumerate(examples, 1):
+        ex.meta.setdefault("row", f"{path}:{i}")
+    return examples
+
+
+def row_name(ex: StepwiseExample) -> str:
+    """How an error names an example: its file and record (`meta["row"]`) and/or its id."""
+    row = ex.meta.get("row")
+    if row and ex.id is not None:
+        return f"{row} (id {ex.id!r})"
+    return str(row) if row else f"example {ex.id!r}"
+
+
+#: `proctor prm score` input formats (besides a trajectory store folder)
+SCORE_FORMATS = ("stepwise", "math_shepherd", "prm800k", "processbench")
+
+
+def parse_unlabelled(record: Any, where: str) -> StepwiseExample:
+    """A stepwise record to score: `{"prompt", "completions"}`, with `labels` and `id` optional."""
+    if isinstance(record, dict) and "labels" not in record:
+        steps = record.get("completions")
+        record = {**record, "labels": [None] * len(steps) if isinstance(steps, list) else []}
+    return parse_stepwise(record, where)
+
+
+def read_for_scoring(path: str | Path, fmt: str = "stepwise") -> list[StepwiseExample]:
+    """Examples to score from a JSON/JSONL file: `stepwise` records need no labels; `processbench` keeps every
+    step of every solution (the training importer cuts each after its first wrong step)."""
+    if fmt not in SCORE_FORMATS:
+        raise DataError(f"unknown scoring format {fmt!r}; known: {', '.join(SCORE_FORMATS)} "
+                        "(or give a trajectory store folder)")
+    if not Path(path).is_file():
+        raise DataError(f"{path}: no such data file")
+    if fmt == "stepwise":
+        records = read_json_records(path)
+        return _with_rows([parse_unlabelled(r, f"{path}:{i}") for i, r in enumerate(records, 1)], path)
+    if fmt == "processbench":
+        return _with_rows(read_processbench(path, through_first_error=False), path)
+    return load_examples(path, fmt)
+
+
+def with_step_scores(trajs: Sequence[Trajectory], scores: Sequence[Sequence[float]], name: str
+                     ) -> list[Trajectory]:
+    """New trajectories with `Step.scores[name]` = each step's score (`targets --write-back`'s counterpart)."""
+    out = []
+    for traj, row in zip(trajs, scores, strict=True):
+        if len(row) != len(traj.steps):
+            raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(row)} scores")
+        steps = [s.model_copy(update={"scores": {**s.scores, name: float(v)}}) for s, v in zip(traj.steps, row,
+                                                                                             strict=True)]
+        out.append(traj.model_copy(update={"steps": steps}))
+    return out
 
 
 def _marked_chat(

@@ -11,6 +11,7 @@ F1 without both kinds of solution) returns `NotAvailable`, which prints and seri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
 
 import numpy as np
 
@@ -23,7 +24,7 @@ class NotAvailable(str):
 
     reason: str
 
-    def __new__(cls, reason: str) -> NotAvailable:
+    def __new__(cls, reason: str) -> Self:
         obj = super().__new__(cls, f"n/a ({reason})")
         obj.reason = reason
         return obj

@@ -108,6 +108,8 @@ def load_solutions(path: str | Path, limit: int | None = None) -> list[StepwiseE
     """The solutions of a ProcessBench file, every step kept; with `limit`, the `stratified_head` subset."""
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
+    if not Path(path).is_file():
+        raise DataError(f"{path}: no such ProcessBench file")
     examples = read_processbench(path)
     if not examples:
         raise DataError(f"{path}: holds no solutions")
@@ -116,29 +118,39 @@ def load_solutions(path: str | Path, limit: int | None = None) -> list[StepwiseE
     return [examples[i] for i in stratified_head([int(ex.meta["first_error"]) for ex in examples], limit)]
 
 
-def score_solutions(scorer: Any, examples: Sequence[StepwiseExample]) -> list[list[float]]:
+def score_solutions(scorer: Any, examples: Sequence[StepwiseExample], progress: Any = None,
+                    chunk: int = 64) -> list[list[float]]:
     """Per-step scores of every solution with `scorer` (a `PRMScorer`), batched by similar length so
-    little compute is spent on padding; returned in the input order."""
+    little compute is spent on padding; returned in the input order. `progress` (a
+    `proctor.progress.StageProgress`) advances by the solutions scored, `chunk` at a time."""
 
     def size(i: int) -> int:
         return len(examples[i].prompt) + sum(map(len, examples[i].completions))
 
     order = sorted(range(len(examples)), key=size)
-    scores = scorer.score_examples([examples[i] for i in order])
     out: list[list[float]] = [[] for _ in examples]
-    for i, s in zip(order, scores, strict=True):
-        out[i] = s
+    for start in range(0, len(order), chunk):
+        part = order[start : start + chunk]
+        for i, s in zip(part, scorer.score_examples([examples[i] for i in part]), strict=True):
+            out[i] = s
+        if progress is not None:
+            progress.advance(len(part))
     return out
 
 
+def evaluate_solutions(scorer: Any, name: str, examples: Sequence[StepwiseExample], threshold: float = 0.5,
+                       progress: Any = None) -> ProcessBenchResult:
+    """Steps 1–3 of the protocol on solutions already read (`load_solutions`)."""
+    scores = score_solutions(scorer, examples, progress)
+    labels = [int(ex.meta["first_error"]) for ex in examples]
+    return protocol(name, scores, labels, threshold, [str(ex.id) for ex in examples])
+
+
 def evaluate_file(
-    scorer: Any, path: str | Path, threshold: float = 0.5, limit: int | None = None
+    scorer: Any, path: str | Path, threshold: float = 0.5, limit: int | None = None, progress: Any = None
 ) -> ProcessBenchResult:
     """The whole protocol on one ProcessBench file (its name is the file's stem, e.g. `gsm8k`)."""
-    examples = load_solutions(path, limit)
-    scores = score_solutions(scorer, examples)
-    labels = [int(ex.meta["first_error"]) for ex in examples]
-    return protocol(Path(path).stem, scores, labels, threshold, [str(ex.id) for ex in examples])
+    return evaluate_solutions(scorer, Path(path).stem, load_solutions(path, limit), threshold, progress)
 
 
 def report(results: Sequence[ProcessBenchResult]) -> dict[str, Any]:

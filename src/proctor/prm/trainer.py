@@ -18,7 +18,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from proctor.prm.config import PRMTrainConfig
-from proctor.prm.data import DataError, StepwiseExample, from_trajectories, load_examples
+from proctor.prm.data import DataError, StepwiseExample, from_trajectories, load_examples, row_name
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.objectives import objective
 from proctor.prm.records import (
@@ -90,11 +90,21 @@ def training_defaults(cfg: PRMTrainConfig) -> dict[str, Any]:
     return defaults
 
 
-def load_training_examples(
-    cfg: PRMTrainConfig, path: str, tokenizer: Any
-) -> list[StepwiseExample] | list[PairExample]:
-    """The examples of one data file as `cfg.data` describes (see `config`)."""
-    data, marker = cfg.data, cfg.tokenization.marker
+def _check_targets(trajs: list[Any], path: str, target: str) -> None:
+    for traj in trajs:
+        for t, step in enumerate(traj.steps):
+            if target not in step.targets:
+                raise DataError(f"{path}: trajectory {traj.id} step {t} has no target {target!r} "
+                                f"(has {sorted(step.targets)}); run `proctor targets --write-back` first, or set "
+                                f"data.allow_missing_targets")
+
+
+def read_data(cfg: PRMTrainConfig, path: str) -> Any:
+    """One data file or store as `cfg.data` describes, read and checked row by row without a tokenizer (so a
+    bad row is reported before any model loads); `render_data` turns it into training examples."""
+    data = cfg.data
+    if not Path(path).exists():
+        raise DataError(f"{path}: no such data {'folder' if data.format == 'trajectories' else 'file'}")
     if data.format == "pairs":
         return read_pairs(path)
     if data.format == "targets":
@@ -103,19 +113,55 @@ def load_training_examples(
         kinds = sorted({str(r.get("kind")) for r in rows})
         if kinds != [want]:
             raise DataError(f"{path}: holds {kinds} records; loss {cfg.loss!r} reads {want!r} records")
-        index = load_trajectory_index(data.trajectories)
-        return examples_from_records(tokenizer, rows, index, marker, score_at=data.score_at)
+        return rows, load_trajectory_index(data.trajectories)
     if data.format != "trajectories":
         return load_examples(path, data.format)
     from proctor.trajectory import TrajectoryStore
 
     trajs = TrajectoryStore.open(path).load()
+    if data.target and not data.allow_missing_targets:
+        _check_targets(trajs, path, data.target)
+    return trajs
+
+
+def render_data(cfg: PRMTrainConfig, raw: Any, tokenizer: Any) -> list[StepwiseExample] | list[PairExample]:
+    """The training examples of what `read_data` read (trajectories rendered with the tokenizer's template)."""
+    data, marker = cfg.data, cfg.tokenization.marker
+    if data.format == "targets":
+        rows, index = raw
+        return examples_from_records(tokenizer, rows, index, marker, score_at=data.score_at)
+    if data.format != "trajectories":
+        return raw
     if data.score_at == "action" and data.target:
-        return from_trajectories(
-            tokenizer, trajs, data.target, marker=marker, allow_missing=data.allow_missing_targets
-        )
-    rows = trajectory_rows(trajs, data.target, data.allow_missing_targets)
-    return examples_from_records(tokenizer, rows, {t.id: t for t in trajs}, marker, score_at=data.score_at)
+        return from_trajectories(tokenizer, raw, data.target, marker=marker, allow_missing=data.allow_missing_targets)
+    rows = trajectory_rows(raw, data.target, data.allow_missing_targets)
+    return examples_from_records(tokenizer, rows, {t.id: t for t in raw}, marker, score_at=data.score_at)
+
+
+def load_training_examples(
+    cfg: PRMTrainConfig, path: str, tokenizer: Any
+) -> list[StepwiseExample] | list[PairExample]:
+    """The examples of one data file as `cfg.data` describes (see `config`)."""
+    return render_data(cfg, read_data(cfg, path), tokenizer)
+
+
+def check_inputs(cfg: PRMTrainConfig) -> dict[str, Any]:
+    """Everything that can be checked before a model loads: the backbone reference (a missing local folder,
+    or a hub name while offline and not cached) and every data row. Returns the data as `read_data` read it."""
+    from proctor.models.loading import check_model_source
+
+    check_model_source(cfg.model.backbone)
+    for path in cfg.data.trajectories:
+        if not Path(path).exists():
+            raise DataError(f"data.trajectories: {path}: no such trajectory store or file")
+    raw = {"train": read_data(cfg, cfg.data.train)}
+    if cfg.data.eval:
+        raw["eval"] = read_data(cfg, cfg.data.eval)
+    return raw
+
+
+def _no_labels_left(err: TokenizationError) -> bool:
+    return "survive" in str(err)
 
 
 def tokenize_examples(
@@ -123,27 +169,70 @@ def tokenize_examples(
     examples: list[StepwiseExample] | list[PairExample],
     loss: str,
     is_eval: bool = False,
+    unlabelled_rows: str = "error",
+    report: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Features for the Trainer: one per example, `{"chosen", "rejected"}` per pair. The td_bce objective
-    needs every step of an example (its last step is terminal), so truncating one is an error there."""
+    needs every step of an example (its last step is terminal), so truncating one is an error there.
+
+    An example whose labelled steps truncation cuts away is an error naming its row, or (`unlabelled_rows`)
+    kept with no labels (TRL's behaviour; one with no step position left at all is skipped) or skipped;
+    `report` counts them ("kept_unlabelled", "skipped")."""
+    report = report if report is not None else {}
     out = []
     for ex in examples:
         if isinstance(ex, PairExample):
             chosen, rejected = ex.branches()
             out.append({"chosen": prm.tokenize(chosen, is_eval), "rejected": prm.tokenize(rejected, is_eval)})
             continue
-        f = prm.tokenize(ex, is_eval)
+        try:
+            f = prm.tokenize(ex, is_eval)
+        except TokenizationError as e:
+            if not _no_labels_left(e):
+                raise TokenizationError(f"{row_name(ex)}: {e}") from None
+            if unlabelled_rows == "error":
+                raise TokenizationError(
+                    f"{row_name(ex)}: no labelled step is left after truncation to "
+                    f"tokenization.max_length={prm.spec.tokenization.max_length}; raise it, or set "
+                    f"data.unlabelled_rows: keep (TRL's behaviour: the row stays, unsupervised) or skip") from None
+            f = None
+            if unlabelled_rows == "keep":
+                try:
+                    f = prm.tokenize(ex.model_copy(update={"labels": [None] * ex.num_steps}), is_eval)
+                except TokenizationError:
+                    f = None  # not even one step position is left: nothing to keep
+            key = "kept_unlabelled" if f is not None else "skipped"
+            report[key] = report.get(key, 0) + 1
+            if f is None:
+                continue
         if loss == "td_bce" and sum(f["step_mask"]) != ex.num_steps:
             raise TokenizationError(
-                f"example {ex.id!r}: truncation cut {ex.num_steps - sum(f['step_mask'])} of its steps, which "
+                f"{row_name(ex)}: truncation cut {ex.num_steps - sum(f['step_mask'])} of its steps, which "
                 f"would turn its last transition terminal (raise tokenization.max_length)"
             )
         out.append(f)
     return out
 
 
+def check_training_args(training: dict[str, Any]) -> None:
+    """`training:` keys must be `TrainingArguments` fields (a typo is named before any model loads)."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(TrainingArguments)}
+    unknown = sorted(set(training) - known)
+    if unknown:
+        import difflib
+
+        hints = [f"{k!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(k, known, 1))
+                             else "") for k in unknown]
+        raise ValueError(f"training: {', '.join(hints)} not a TrainingArguments field")
+
+
 def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
-    """The PRM and a ready `PRMTrainer` for a config (data read and tokenized)."""
+    """The PRM and a ready `PRMTrainer` for a config (inputs checked first, then data read and tokenized).
+    `trainer.data_report` counts the examples `data.unlabelled_rows` kept without labels or skipped."""
+    check_training_args(cfg.training)
+    raw = check_inputs(cfg)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     m = cfg.model
@@ -159,12 +248,15 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         trust_remote_code=m.trust_remote_code,
     )
     prm.spec = prm.spec.model_copy(update={"score_at": cfg.data.score_at})  # saved in prm_config.json
-    train = tokenize_examples(prm, load_training_examples(cfg, cfg.data.train, prm.tokenizer), cfg.loss)
+    report: dict[str, int] = {}
+    train = tokenize_examples(prm, render_data(cfg, raw["train"], prm.tokenizer), cfg.loss,
+                              unlabelled_rows=cfg.data.unlabelled_rows, report=report)
+    if not train:
+        raise DataError(f"{cfg.data.train}: no training example is left ({report})")
     evals = None
     if cfg.data.eval:
-        evals = tokenize_examples(
-            prm, load_training_examples(cfg, cfg.data.eval, prm.tokenizer), cfg.loss, is_eval=True
-        )
+        evals = tokenize_examples(prm, render_data(cfg, raw["eval"], prm.tokenizer), cfg.loss, is_eval=True,
+                                  unlabelled_rows=cfg.data.unlabelled_rows, report=report)
     args = TrainingArguments(**{**training_defaults(cfg), **cfg.training, "remove_unused_columns": False})
     if prm.tokenizer.pad_token_id is None:
         raise ValueError(f"tokenizer of {m.backbone!r} has no pad token")
@@ -177,14 +269,18 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         loss_name=cfg.loss,
         gamma=cfg.gamma,
     )
+    trainer.data_report = report
     return prm, trainer
 
 
 def train_prm(
-    cfg: PRMTrainConfig, resume_from_checkpoint: str | bool | None = None
+    cfg: PRMTrainConfig,
+    resume_from_checkpoint: str | bool | None = None,
+    built: tuple[ProcessRewardModel, PRMTrainer] | None = None,
 ) -> tuple[ProcessRewardModel, Any, PRMTrainer]:
-    """Train, save the final PRM to `training.output_dir`; return it, the TrainOutput and the trainer."""
-    prm, trainer = build_trainer(cfg)
+    """Train, save the final PRM to `training.output_dir`; return it, the TrainOutput and the trainer.
+    `built`: what `build_trainer(cfg)` returned, when the caller built it first (to report its errors)."""
+    prm, trainer = built or build_trainer(cfg)
     result = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     if trainer.args.should_save:
         prm.save_pretrained(trainer.args.output_dir)
