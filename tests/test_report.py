@@ -141,3 +141,26 @@ def test_report_cli(report_root, tmp_path):
     assert {p["shown"] for p in data["policies"]} == {2} and max(p["total"] for p in data["policies"]) == 8
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere")])
     assert bad.exit_code == 2 and "no such folder" in bad.output
+
+
+def test_training_log_layouts():
+    from proctor.evaluation.report_data import _series
+
+    assert _series({"losses": [0.9, 0.5]}) == {"loss": [[1, 0.9], [2, 0.5]]}  # PRM / SFT logs
+    hf = {"global_step": 2, "log_history": [{"step": 10, "loss": 1.5}, {"step": 20, "loss": 1.0, "eval_loss": 1.2}]}
+    assert _series(hf) == {"loss": [[10.0, 1.5], [20.0, 1.0]], "eval_loss": [[20.0, 1.2]]}
+    dpo = {"iteration": 1, "train": {"steps": 2, "log": [{"loss": 0.69, "margin": 0.0}, {"loss": 0.6, "margin": 0.3}]}}
+    assert _series(dpo) == {"loss": [[1.0, 0.69], [2.0, 0.6]]}  # one level down, losses only
+    assert _series({"episodes": 4, "success_rate": 0.5, "terminations": {"success": 2}}) == {}
+
+
+def test_policies_with_one_name_in_several_iterations_are_told_apart(tmp_path):
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    for it in ("iter-0", "iter-1"):
+        run_eval(EvalConfig(env="household", agent={"kind": "random"}, out=tmp_path / it / "eval" / "policy",
+                            name="policy", tasks=1, env_kwargs={"max_steps": 3}, progress=False))
+    run_rollout(RolloutConfig(env="household", agent={"kind": "random"}, out=tmp_path / "iter-0" / "rollouts",
+                              split="train", tasks=1, env_kwargs={"max_steps": 3}, progress=False))
+    names = [(p["name"], p["source"]) for p in collect(tmp_path)["policies"]]
+    assert names == [("policy · iter-0", "eval"), ("policy · iter-1", "eval"), ("iter-0/rollouts", "store")]

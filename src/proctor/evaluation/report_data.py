@@ -105,28 +105,34 @@ def _policy(pid: str, name: str, rel: str, source: str, summary: dict[str, Any],
     return info, [trajectory_view(t, key) for t in shown]
 
 
+#: JSON files that are never training logs (model, tokenizer and store metadata)
+NOT_LOGS = {"tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json", "manifest.json",
+            "special_tokens_map.json", "prm_config.json", "proctor_tiny.json", "vocab.json", "added_tokens.json"}
+#: larger JSON files are not read as logs
+MAX_LOG_BYTES = 5_000_000
+
+
 def _training_logs(folders: list[Path], root: Path) -> list[dict[str, Any]]:
-    """Loss curves from `train_log.json` ({"losses": [...]} or a list of {step, loss}) and HF
-    `trainer_state.json` (`log_history`); of a run's checkpoints, the state with the most steps."""
+    """Loss curves from every JSON file that holds one: `{"losses": [...]}` (proctor's PRM and SFT logs),
+    a `log` / `log_history` list of `{step, loss, ...}` (HF `trainer_state.json`, DPO metrics), at the top
+    level or one level down; of a run's `checkpoint-*` copies, the one with the most entries."""
     best: dict[str, tuple[int, dict[str, Any]]] = {}
     for folder in folders:
-        for name in ("train_log.json", "trainer_state.json"):
-            path = folder / name
-            if not path.is_file():
+        for path in sorted(folder.glob("*.json")):
+            if path.name in NOT_LOGS or path.stat().st_size > MAX_LOG_BYTES:
                 continue
             try:
-                data = read_json(path) if name == "trainer_state.json" else _read_any(path)
+                series = _series(_read_any(path))
             except ValueError as e:
                 log.warning("report: skipped %s", e)
                 continue
-            series = _series(data)
             if not series:
                 continue
             run = folder.parent if folder.name.startswith("checkpoint-") else folder
-            steps = max(len(v) for v in series.values())
-            label = _rel(run, root)
-            if label not in best or steps > best[label][0]:
-                best[label] = (steps, {"name": label, "file": _rel(path, root), "series": series})
+            label = f"{_rel(run, root)}/{path.name}" if run != root else path.name
+            size = max(len(v) for v in series.values())
+            if label not in best or size > best[label][0]:
+                best[label] = (size, {"name": label, "file": _rel(path, root), "series": series})
     return [v for _, v in sorted(best.values(), key=lambda x: x[1]["name"])]
 
 
@@ -139,28 +145,54 @@ def _read_any(path: Path) -> Any:
         raise ValueError(f"{path}: not readable JSON ({e})") from None
 
 
-def _series(data: Any) -> dict[str, list[list[float]]]:
-    """{metric: [[step, value], ...]} from the known log layouts."""
+def _series(data: Any, depth: int = 0) -> dict[str, list[list[float]]]:
+    """{metric: [[step, value], ...]} from the known log layouts (see `_training_logs`)."""
     out: dict[str, list[list[float]]] = defaultdict(list)
-    if isinstance(data, dict) and isinstance(data.get("losses"), list):
-        for i, v in enumerate(data["losses"]):
-            if isinstance(v, int | float):
-                out["loss"].append([i + 1, float(v)])
-            elif isinstance(v, dict):
-                _entry(out, v, i + 1)
-    rows = data.get("log_history") if isinstance(data, dict) else data if isinstance(data, list) else None
-    for i, entry in enumerate(rows or []):
+    rows: list[Any] = []
+    if isinstance(data, list):
+        rows = data
+    elif isinstance(data, dict):
+        losses = data.get("losses")
+        if isinstance(losses, list):
+            for i, v in enumerate(losses):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out["loss"].append([i + 1, float(v)])
+                elif isinstance(v, dict):
+                    _entry(out, v, i + 1)
+        for key in ("log_history", "log"):
+            if isinstance(data.get(key), list):
+                rows = data[key]
+                break
+    for i, entry in enumerate(rows):
         if isinstance(entry, dict):
             _entry(out, entry, i + 1)
+    if not out and depth == 0 and isinstance(data, dict):
+        for value in data.values():
+            if isinstance(value, dict | list):
+                for k, v in _series(value, 1).items():
+                    out[k] += v
     return dict(out)
 
 
 def _entry(out: dict[str, list[list[float]]], entry: dict[str, Any], default_step: int) -> None:
     step = entry.get("step", default_step)
     for k, v in entry.items():
-        if (k == "loss" or k.endswith("_loss") or k in ("eval_auroc", "eval_accuracy")) and isinstance(
-                v, int | float):
+        if (k == "loss" or k.endswith("_loss")) and isinstance(v, int | float) and not isinstance(v, bool):
             out[k].append([float(step), float(v)])
+
+
+def _unique_names(policies: list[dict[str, Any]]) -> None:
+    """Policies sharing a name (the same evaluation in several iterations) get their folder's first
+    differing path component, or their whole folder, appended."""
+    by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in policies:
+        by_name[p["name"]].append(p)
+    for same in by_name.values():
+        if len(same) < 2:
+            continue
+        heads = [p["dir"].split("/")[0] for p in same]
+        for p, head in zip(same, heads, strict=True):
+            p["name"] = f"{p['name']} · {head if len(set(heads)) == len(heads) else p['dir']}"
 
 
 def _with_targets(t: Trajectory, extra: dict[str, list[dict[str, float]]]) -> Trajectory:
@@ -222,5 +254,6 @@ def collect(root: Path, max_trajectories: int = 400) -> dict[str, Any]:
         info, views = _policy(pid, name, name, "store", summary, trajs, None, max_trajectories)
         policies.append(info)
         trajectories[pid] = views
+    _unique_names(policies)
     return {"root": str(root.resolve()), "title": root.resolve().name, "policies": policies, "sweeps": sweeps,
             "training": _training_logs(folders, root), "trajectories": trajectories}
