@@ -27,6 +27,9 @@ def train(
     from proctor.prm.config import load_config
     from proctor.prm.trainer import build_trainer, train_prm
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar; the Trainer's own is kept
     with user_errors("prm train"):
         cfg = load_config(config)
         built = build_trainer(cfg)
