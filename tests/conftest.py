@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - torch is a hard dependency
     pass
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("PROCTOR_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 @pytest.fixture
