@@ -19,10 +19,13 @@ from proctor.search import agents as _search_agents  # noqa: F401  (registers th
 
 
 def make_prm(folder: Path, backbone: Path) -> Path:
-    """An (untrained) scalar PRM on the tiny backbone, saved as a PRM folder."""
+    """An untrained scalar PRM on the tiny backbone (seeded head), saved as a PRM folder."""
     from proctor.prm.model import ProcessRewardModel
 
     if not (folder / "prm_config.json").exists():
+        import torch
+
+        torch.manual_seed(0)  # the new head's weights, so that runs repeat
         ProcessRewardModel.build(str(backbone), "scalar", dtype="float32").save_pretrained(folder)
     return folder
 

@@ -72,6 +72,12 @@ def choose(browser, policy: str) -> None:
     menu.select_by_index(next(i for i, t in enumerate(texts) if t.rsplit(" (", 1)[0].strip() == policy))
 
 
+def click(browser, element) -> None:
+    """Click `element` after centring it (the sticky menu bar must not cover it)."""
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
 def test_report_renders_and_the_viewer_moves_between_trajectories(browser, report_root, tmp_path):  # noqa: F811
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -99,17 +105,25 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
     assert first.startswith("best-of-n N=3 · ") and steps
     assert len(browser.find_elements(By.CSS_SELECTOR, "#score-strip div")) == len(steps)
     assert browser.find_elements(By.CSS_SELECTOR, "#steps .cands tr.chosen")  # the candidates best-of-N weighed
-    assert "Where it went wrong" in browser.find_element(By.ID, "traj-wrong").text  # the untrained PRM fails all
     first_action = steps[0].find_element(By.CSS_SELECTOR, ".action").text
+    first_view = browser.find_element(By.ID, "steps").text
 
-    browser.find_element(By.ID, "next-traj").click()
+    click(browser, browser.find_element(By.ID, "next-traj"))
     second = title.text
     assert second != first and second.startswith("best-of-n N=3 · ")
+    assert browser.find_element(By.ID, "steps").text != first_view  # the steps shown are the new episode's
     items = browser.find_elements(By.CSS_SELECTOR, "#traj-list .traj-item")
     assert "sel" in items[1].get_attribute("class") and "sel" not in items[0].get_attribute("class")
-    items[2].click()
+    click(browser, items[2])
     assert title.text not in (first, second)
-    browser.find_element(By.CSS_SELECTOR, ".filters button[data-f='all']").click()
+
+    click(browser, browser.find_element(By.CSS_SELECTOR, ".filters button[data-f='ko']"))
+    choose(browser, "random")  # random lost every episode at the step limit
+    items = browser.find_elements(By.CSS_SELECTOR, "#traj-list .traj-item")
+    assert len(items) == 4 and all("✗" in i.text for i in items)
+    assert "Where it went wrong" in browser.find_element(By.ID, "traj-wrong").text
+    assert "max_steps" in browser.find_element(By.ID, "traj-final").text
+    click(browser, browser.find_element(By.CSS_SELECTOR, ".filters button[data-f='all']"))
 
     choose(browser, "epsilon(epsilon=0.5)")
     assert title.text.startswith("epsilon(epsilon=0.5) · ")
