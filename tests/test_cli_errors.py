@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -104,10 +105,10 @@ def test_rows_left_without_labels_by_truncation(tmp_path, tiny_model_dir):
     def cfg(policy: str | None) -> str:
         path = write_config(tmp_path, tiny_model_dir, tokenization={"mode": "trl", "max_length": 64})
         write_stepwise([*toy(8, 0), _long_prompt_example()], tmp_path / "train.jsonl")
-        raw = yaml.safe_load(open(path))
+        raw = yaml.safe_load(Path(path).read_text())
         if policy:
             raw["data"]["unlabelled_rows"] = policy
-        open(path, "w").write(yaml.safe_dump(raw))
+        Path(path).write_text(yaml.safe_dump(raw))
         return path
 
     one_line(["prm", "train", cfg(None)], "train.jsonl:9 (id 'long')", "no labelled step is left",
