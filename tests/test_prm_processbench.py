@@ -142,3 +142,20 @@ def test_threshold_extremes_on_real_rows(shared_data, tiny_prm_dir):
     assert all_wrong.predicted == [0] * 12
     assert all_wrong.acc_error == pytest.approx(sum(y == 0 for y in errors) / len(errors))
     assert all_wrong.acc_correct == 0.0
+
+
+def test_eval_cli_shows_progress_and_reads_every_file_before_the_model(tiny_prm_dir, tmp_path):
+    data = tmp_path / "toy.json"
+    data.write_text(json.dumps([
+        {"id": "e", "problem": "1 + 1?", "steps": ["1 + 1 = 3", "Answer: 3"], "label": 0},
+        {"id": "c", "problem": "2 + 2?", "steps": ["2 + 2 = 4", "Answer: 4"], "label": -1},
+    ]))
+    res = CliRunner().invoke(app, ["prm", "eval", "--model", str(tiny_prm_dir), "--processbench", str(data)])
+    assert res.exit_code == 0, res.output
+    assert "[prm eval] 2/2 solutions" in res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["files"]["toy"]["n"] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"id": "x", "steps": ["a"], "label": 3}]))
+    res = CliRunner().invoke(app, ["prm", "eval", "--model", str(tiny_prm_dir), "--processbench", str(data),
+                                   "--processbench", str(bad)], terminal_width=300)
+    assert res.exit_code == 2 and "field 'label' is 3" in res.output and "[prm eval]" not in res.output
