@@ -125,3 +125,14 @@ def test_eval_command_reads_a_config_file_and_options_override_it(tmp_path):
     bad.write_text("env: household\nagent: {kind: random}\nsamples: 0\n")
     r = CliRunner().invoke(app, ["eval", "--config", str(bad), "--out", str(tmp_path / "b")])
     assert r.exit_code == 2 and "samples" in r.output and str(bad) in r.output
+
+
+def test_eval_command_sweeps_n_of_a_search_agent(report_root, tmp_path):  # noqa: F811
+    prm = report_root.parent / f"{report_root.name}-prm"
+    r = CliRunner().invoke(app, ["eval", "--env", "household", "--agent", "best-of-n", "--agent-arg", f"prm={prm}",
+                                 "--agent-arg", 'base={"kind": "epsilon", "epsilon": 0.5}', "--n", "2,1",
+                                 "--tasks", "1", "--max-steps", "4", "--out", str(tmp_path / "s"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "success vs N" in r.output and (tmp_path / "s" / "success_vs_n.png").is_file()
+    sweep = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert [row["n"] for row in sweep["rows"]] == [1, 2] and all(row["episodes"] == 1 for row in sweep["rows"])

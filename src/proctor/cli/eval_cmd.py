@@ -113,6 +113,14 @@ def eval_cmd(
         if s["crashed"] or s["missing"]:
             console.print(f"[red]{len(s['crashed'])} crashed and {len(s['missing'])} missing episodes count as "
                           f"failures[/red] (listed in {cfg.out}/…/summary.json)")
+    if result.sweep is not None:
+        sweep = Table(title=f"{result.sweep['policy']}: success vs N", show_header=True)
+        for col in ("N", "episodes", "success (95% CI)", "mean steps", "env steps"):
+            sweep.add_column(col, justify="right")
+        for r in result.sweep["rows"]:
+            sweep.add_row(str(r["n"]), str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]),
+                          f"{r['mean_steps']:.2f}", str(r["budget"].get("env_steps", "—")))
+        console.print(sweep, width=max(console.width, 100))
     if result.plot is not None:
         console.print(f"success vs N: {result.plot}")
     console.print(f"wrote {cfg.out}")
