@@ -12,6 +12,7 @@
 - `gigpo` (Feng et al. 2025, arXiv 2505.10978 eqs. 7–9; docs/methods.md §3.3): steps sharing an anchor state
   form a group; A^S = (R_t − mean G(s̃)) / F with the discounted return to go R_t, 0 for singleton groups;
   the combined advantage is A = A^E + ω·A^S.
+- `whiten`: (A − mean) / std over the unmasked entries (PPO's advantage normalisation; std = population std).
 - `discounted_returns`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
   t and k counting only the positions where mask is 1.
 
@@ -58,6 +59,18 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
         next_adv = torch.where(m[:, t], a_t, next_adv)
     returns = (adv + values) * m
     return adv, returns
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x − mean) / (std + eps) over the entries where mask is 1 (population std); 0 where mask is 0."""
+    _check_same_shape(x=x, mask=mask)
+    m = mask.bool()
+    if not m.any():
+        return torch.zeros_like(x)
+    values = x[m]
+    mean = values.mean()
+    std = values.std(unbiased=False)
+    return torch.where(m, (x - mean) / (std + eps), torch.zeros_like(x))
 
 
 def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:

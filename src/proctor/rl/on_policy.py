@@ -63,3 +63,28 @@ def make_sampler(agent: Any, policy: torch.nn.Module, tokenizer: Any, current: s
         return ChoiceAgent(policy, tokenizer, prompt=agent.prompt, temperature=agent.temperature, seed=agent.seed,
                            batch_size=agent.batch_size, max_new_tokens=agent.max_new_tokens)
     return agent.model_copy(update={"model": current}).build()
+
+
+def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, samples: int
+                   ) -> tuple[list[Any], dict[str, Any]]:
+    """Iteration k's rollouts of the current policy (`samples` per task) with the env/task fields of a trainer
+    config (`env`, `env_kwargs`, `env_module`, `split`, `tasks`, `batch`, `workers`, `seed`, `progress`, `agent`);
+    returns the usable trajectories (errors and empty episodes dropped, with a warning) and the summary."""
+    import logging
+
+    from proctor.rollout.config import RolloutConfig
+    from proctor.rollout.run import run_rollout
+
+    rcfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module,
+                         agent=cfg.agent.model_copy(update={"model": current}), out=out, split=cfg.split,
+                         tasks=cfg.tasks, samples=samples, batch=cfg.batch, seed=cfg.seed + k,
+                         workers=cfg.workers, progress=cfg.progress)
+    result = run_rollout(rcfg, agent=sampler)
+    trajs = result.store.load()
+    usable = [t for t in trajs if t.termination not in ("env_error", "agent_error") and t.steps]
+    if len(usable) < len(trajs):
+        logging.getLogger(__name__).warning("iteration %d: %d of %d rollouts dropped (errors or no steps)", k,
+                                            len(trajs) - len(usable), len(trajs))
+    if not usable:
+        raise RuntimeError(f"iteration {k}: no usable rollouts")
+    return usable, result.summary.to_dict()

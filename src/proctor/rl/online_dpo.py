@@ -44,16 +44,13 @@ from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
-from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler
+from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
 from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
-from proctor.rollout.config import RolloutConfig
-from proctor.rollout.run import run_rollout
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 log = logging.getLogger(__name__)
 
-ERROR_TERMINATIONS = ("env_error", "agent_error")
 
 
 class OnlineDPOConfig(BaseModel):
@@ -185,20 +182,13 @@ def policy_rollouts(cfg: OnlineDPOConfig, k: int, sampler: Agent, current: str, 
                     ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Iteration k's trajectories of the current policy: `states_from` (k = 1), else fresh rollouts."""
     if k == 1 and cfg.states_from is not None:
-        trajs = TrajectoryStore.open(cfg.states_from).load()
-        source = {"states_from": str(cfg.states_from)}
-    else:
-        rcfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module,
-                             agent=cfg.agent.model_copy(update={"model": current}), out=out, split=cfg.split,
-                             tasks=cfg.tasks, samples=cfg.rollouts_per_task, batch=cfg.batch,
-                             seed=cfg.seed + k, workers=cfg.workers, progress=cfg.progress)
-        result = run_rollout(rcfg, agent=sampler)
-        trajs = result.store.load()
-        source = {"rollout": result.summary.to_dict()}
-    usable = [t for t in trajs if t.termination not in ERROR_TERMINATIONS and t.steps]
-    if not usable:
-        raise RuntimeError(f"iteration {k}: no usable trajectories (all empty or ended in env/agent errors)")
-    return usable, source
+        trajs = [t for t in TrajectoryStore.open(cfg.states_from).load()
+                 if t.termination not in ("env_error", "agent_error") and t.steps]
+        if not trajs:
+            raise RuntimeError(f"{cfg.states_from}: no usable trajectories (all empty or ended in errors)")
+        return trajs, {"states_from": str(cfg.states_from)}
+    trajs, summary = rollout_policy(cfg, k, sampler, current, out, cfg.rollouts_per_task)
+    return trajs, {"rollout": summary}
 
 
 def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: random.Random) -> list[Prefix]:
