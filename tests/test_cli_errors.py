@@ -4,6 +4,7 @@ row or field, exit code 2, before any model loads; `proctor --debug` shows the t
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -129,3 +130,27 @@ def test_prm_eval_and_targets_one_line(tmp_path):
     one_line(["prm", "eval", "--model", str(prm), "--trajectories", str(tmp_path)], "not a trajectory store")
     one_line(["targets", "--method", "mc-q", "--in", str(tmp_path / "r"), "--out", str(tmp_path / "t")],
              "no such trajectory store")
+
+
+def test_rollout_openai_wrong_port_stops_early_with_the_reason(tmp_path):
+    """Nothing listens on the port: the first error is printed and the circuit breaker stops the run after a
+    few failed agent calls (not one agent_error per task), keeping what was done."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: connections are refused
+    out = tmp_path / "o"
+    res = runner.invoke(app, ["rollout", "--env", "household", "--agent", "openai", "--model", "m",
+                              "--base-url", f"http://127.0.0.1:{port}/v1", "--agent-arg", "max_retries=0",
+                              "--tasks", "40", "--batch", "2", "--out", str(out)], terminal_width=400)
+    assert res.exit_code == 2, res.output
+    assert "Connection" in res.output and "failed on all of its first" in res.output
+    from proctor.trajectory import TrajectoryStore
+
+    done = TrajectoryStore.open(out).load() if (out / "manifest.json").is_file() else []
+    assert len(done) < 40 and all(t.termination == "agent_error" for t in done)
+
+
+def test_rollout_unknown_expert_kind_is_rejected_up_front(tmp_path):
+    one_line(["rollout", "--env", "household", "--agent", "expert", "--expert-kind", "xyz", "--tasks", "2",
+              "--out", str(tmp_path / "x")], "unknown expert 'xyz'")
+    assert not (tmp_path / "x" / "manifest.json").exists()
