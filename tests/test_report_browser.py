@@ -88,6 +88,7 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
     browser.get(page.resolve().as_uri())
     WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1"
+    assert browser.execute_script("return window.scrollY") == 0  # opens at the top, not at the viewer
 
     rows = browser.find_elements(By.CSS_SELECTOR, "#results-table tbody tr")
     assert len(rows) == 5
