@@ -39,3 +39,13 @@ def test_train_dpo_cli_errors(tmp_path):
     assert "bad.yaml: field 'beta'" in result.output
     result = runner.invoke(app, ["train", "dpo", str(tmp_path / "missing.yaml")])
     assert result.exit_code == 2 and "no such config file" in result.output
+
+
+def test_train_grpo_and_ppo_cli_validate_their_configs(tmp_path):
+    config = tmp_path / "pg.yaml"
+    config.write_text(yaml.safe_dump({"policy": "x", "output_dir": "z", "env": "shop", "group_size": 1}))
+    result = runner.invoke(app, ["train", "grpo", str(config)])
+    assert result.exit_code == 2 and "pg.yaml: field 'group_size'" in result.output
+    config.write_text(yaml.safe_dump({"policy": "x", "output_dir": "z", "env": "shop", "reward": "spa"}))
+    result = runner.invoke(app, ["train", "ppo", str(config)])
+    assert result.exit_code == 2 and "needs `prm`" in result.output

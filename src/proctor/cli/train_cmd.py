@@ -68,3 +68,49 @@ def dpo(
         row["train"] = {k: v for k, v in metrics.get("train", {}).items() if k != "log"}
         typer.echo(json.dumps(row))
     typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
+
+
+def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None:
+    """`proctor train grpo|ppo`: validate the YAML, train, print one JSON line per iteration and the policy."""
+    from pydantic import ValidationError
+
+    from proctor.cli.errors import user_errors
+
+    if method == "grpo":
+        from proctor.rl.grpo import GRPOConfig as Config
+        from proctor.rl.grpo import train_grpo as train
+    else:
+        from proctor.rl.ppo import PPOConfig as Config
+        from proctor.rl.ppo import train_ppo as train
+    data = load_yaml_config(config)
+    if output_dir is not None:
+        data["output_dir"] = str(output_dir)
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as e:
+        fail(e, str(config))
+    with user_errors(str(config)):
+        result = train(cfg)
+    for metrics in result.iterations:
+        row = {k: v for k, v in metrics.items() if k != "train"}
+        row["train"] = {k: v for k, v in metrics["train"].items() if k != "log"}
+        typer.echo(json.dumps(row))
+    typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
+
+
+@train_app.command("grpo")
+def grpo(
+    config: Annotated[Path, typer.Argument(help="GRPOConfig YAML (see `proctor.rl.grpo`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """GRPO / GiGPO over multi-turn trajectories with PPO clipping; one JSON line per iteration."""
+    _policy_gradient(config, output_dir, "grpo")
+
+
+@train_app.command("ppo")
+def ppo(
+    config: Annotated[Path, typer.Argument(help="PPOConfig YAML (see `proctor.rl.ppo`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """PPO with step-level rewards (env, PRM or SPA progress), a critic and token-level GAE."""
+    _policy_gradient(config, output_dir, "ppo")
