@@ -23,11 +23,11 @@ def train(
 
     The config, the backbone reference and every data row are checked before the model loads; a mistake is
     one error line naming the file, row or field (`proctor --debug prm train ...` for the traceback)."""
+    from transformers.utils import logging as hf_logging
+
     from proctor.cli.errors import user_errors
     from proctor.prm.config import load_config
     from proctor.prm.trainer import build_trainer, train_prm
-
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar; the Trainer's own is kept
     with user_errors("prm train"):
