@@ -56,7 +56,7 @@ def write_config(tmp_path, backbone, **overrides) -> str:
 
 
 def test_prm_train_config_mistakes(tmp_path, fake_backbone):
-    one_line(["prm", "train", str(tmp_path / "missing.yaml")], "missing.yaml")
+    one_line(["prm", "train", str(tmp_path / "missing.yaml")], "missing.yaml: no such config file")
     cfg = write_config(tmp_path, fake_backbone, data__formt="stepwise")
     one_line(["prm", "train", cfg], "prm.yaml", "data.formt", "Extra inputs are not permitted")
     cfg = write_config(tmp_path, fake_backbone, loss="bce_typo")

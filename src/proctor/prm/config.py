@@ -112,6 +112,8 @@ class PRMTrainConfig(_Strict):
 def load_config(path: str | Path) -> PRMTrainConfig:
     """Read and validate a YAML config; errors name the file and the field."""
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such config file")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
