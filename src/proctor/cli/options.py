@@ -77,5 +77,7 @@ def fail(error: object, where: str | None = None) -> NoReturn:
         text = str(error.args[0]) if error.args else repr(error)
     else:
         text = str(error)
-    err_console.print(f"[red]error:[/red] {text}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
