@@ -24,6 +24,7 @@ each variant, the ratios proctor ÷ TRL, and each variant's mean training loss (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import logging
@@ -100,7 +101,8 @@ def run_trl(model, tokenizer, rows, args, precompute: bool, workdir: Path):
     finally:
         DPOTrainer._precompute_ref_logps = original
     start = time.perf_counter()
-    result = trainer.train()
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its log dicts; stdout is this script's JSON
+        result = trainer.train()
     return time.perf_counter() - start + spent["precompute"], trainer.train_dataset, result.training_loss
 
 
@@ -173,6 +175,7 @@ def main() -> None:
                     seconds, loss = run_proctor(model, tokenizer, pairs, args, name == "proctor_shared_prompt")
                 runs[name].append(seconds)
                 losses[name] = loss
+                print(f"[bench] repeat {r + 1}/{args.repeats} {name}: {seconds:.1f} s", file=sys.stderr, flush=True)
         timings = {k: statistics.median(v) for k, v in runs.items()}
     tokens = sum(p.tokens for p in pairs) * args.epochs
     rate = {k: tokens / v for k, v in timings.items()}
