@@ -9,7 +9,7 @@ import torch
 from proctor.envs import make
 from proctor.episode import Episode, WorkItem
 from proctor.prm.model import ProcessRewardModel
-from proctor.prm.scoring import PRMScorer
+from proctor.prm.scoring import PRMScorer, length_chunks
 from proctor.prompts import Candidate
 
 
@@ -46,6 +46,26 @@ def test_batched_across_states_equals_one_state_at_a_time(scorer):
     assert len({round(x, 6) for r in batched for x in r}) > 3      # the scores differ: a real comparison
 
 
+@pytest.mark.parametrize("mode", ["eager", "cached"])
+def test_every_attention_path_gives_the_same_scores(mode, tiny_model_dir, monkeypatch):
+    """Packed rows under eager attention, and the KV-cache path used for kernels without custom masks, equal
+    the packed sdpa path (the default)."""
+    torch.manual_seed(0)
+    scorer = PRMScorer(ProcessRewardModel.build(tiny_model_dir, "scalar", dtype="float32").eval(), batch_size=3)
+    states = household_states(5)
+    actions = [p.admissible_actions[: 2 + i] for i, p in enumerate(states)]
+    assert scorer.packable
+    reference = scorer.score_action_groups(states, actions)
+    if mode == "eager":
+        scorer.prm.hf_model.set_attn_implementation("eager")
+        assert scorer.packable
+    else:
+        monkeypatch.setattr(PRMScorer, "packable", property(lambda self: False))
+    got = scorer.score_action_groups(states, actions)
+    for a, b in zip(got, reference, strict=True):
+        assert a == pytest.approx(b, abs=1e-4)
+
+
 def test_groups_equal_full_sequences_scored_alone(scorer):
     tok = scorer.tokenizer
     marker = tok.convert_tokens_to_ids(scorer.marker)
@@ -62,6 +82,14 @@ def test_groups_equal_full_sequences_scored_alone(scorer):
         for a, b in zip(row, full, strict=True):
             assert a == pytest.approx(b, abs=1e-4)
     assert [len(r) for r in got[1]] == [1, 2, 1]       # a suffix with two step ends gives two scores
+
+
+def test_length_chunks_by_hand():
+    # longest first: 100, 95, 90 (3 rows x 100 = 300 <= 1.25 x 285), then 50, 48 (100 <= 1.25 x 98; adding 12
+    # would pad 3 x 50 = 150 > 1.25 x 110), then 12, 10 (24 <= 1.25 x 22)
+    assert length_chunks([10, 100, 95, 50, 48, 90, 12], 3) == [[1, 2, 5], [3, 4], [6, 0]]
+    assert length_chunks([10, 100], 8) == [[1], [0]]          # 2 x 100 > 1.25 x 110: too much padding
+    assert length_chunks([], 4) == []
 
 
 def test_bad_input_is_one_clear_error(scorer):

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.agents.registry import AgentConfig, AgentSpec
+from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
 
 
 class EvalConfig(BaseModel):

@@ -9,9 +9,12 @@ the N short suffixes run on top of it (right-padded, positions continuing after 
 equals scoring each `prefix + suffix` on its own.
 
 `PRMScorer.score_candidate_groups` / `score_action_groups` do the same for the candidates of MANY states at
-once (per-step best-of-N over a batch of envs, beam search): the states' prefixes run together in one
-right-padded pass, each state's cache rows are selected once per candidate, and all candidates' suffixes run
-in one more pass (positions continuing after each row's own prefix; the prefix padding masked out).
+once (per-step best-of-N over a batch of envs, beam search), in one forward pass per group of states of similar
+prefix lengths. With sdpa or eager attention each state is one packed row, `prefix + suffix_1 + ... + suffix_n`,
+with a 4D mask under which suffix j sees the prefix and its own earlier tokens only, and position ids that
+restart after the prefix for every suffix (tree attention: the prefix is computed once, no KV cache is copied).
+With other attention kernels (flash attention takes no custom mask) the prefixes run in one right-padded pass,
+each state's cache rows are selected once per candidate, and all suffixes run in one more pass.
 """
 
 from __future__ import annotations
@@ -27,6 +30,21 @@ from proctor.prompts.render import PromptConfig
 from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.tokenize import collate
+
+
+def length_chunks(lengths: Sequence[int], per_pass: int, slack: float = 0.25) -> list[list[int]]:
+    """Indices grouped for batched prefix passes: longest first, at most `per_pass` per group, and a group
+    grows only while its padded size (rows × longest) stays within (1 + slack) × its real tokens."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        last = chunks[-1] if chunks else None
+        if (last is not None and len(last) < per_pass
+                and (len(last) + 1) * lengths[last[0]] <= (1 + slack) * (sum(lengths[j] for j in last) + lengths[i])):
+            last.append(i)
+        else:
+            chunks.append([i])
+    return chunks
 
 
 class ScoringError(ValueError):
@@ -151,23 +169,74 @@ class PRMScorer:
     ) -> list[list[list[float]]]:
         """`score_candidates` for many states: for state i and its candidate j, the scores at the marker
         positions inside suffix j. `states_per_pass` states (default `batch_size`) share one prefix pass and
-        one suffix pass; a state may have no candidates (its entry is then [])."""
+        one suffix pass (states of similar prefix lengths together, `length_chunks`); a state may have no
+        candidates (its entry is then [])."""
         if len(prefix_ids) != len(suffix_ids):
             raise ValueError(f"{len(prefix_ids)} prefixes but {len(suffix_ids)} candidate lists")
         if any(len(p) == 0 for p in prefix_ids):
             raise ValueError("score_candidate_groups needs a non-empty prefix for every state")
         if any(len(s) == 0 for group in suffix_ids for s in group):
             raise ValueError("every candidate suffix needs at least one token")
-        step = states_per_pass or self.batch_size
-        out: list[list[list[float]]] = []
-        for i in range(0, len(prefix_ids), step):
-            out += self._score_groups(prefix_ids[i : i + step], suffix_ids[i : i + step])
+        out: list[list[list[float]]] = [[] for _ in prefix_ids]
+        for chunk in length_chunks([len(p) for p in prefix_ids], states_per_pass or self.batch_size):
+            score = self._score_groups_packed if self.packable else self._score_groups
+            for i, row in zip(chunk, score([prefix_ids[i] for i in chunk], [suffix_ids[i] for i in chunk]),
+                              strict=True):
+                out[i] = row
+        return out
+
+    @property
+    def packable(self) -> bool:
+        """Whether the model's attention takes a custom 4D mask (sdpa, eager): packed tree rows then."""
+        return getattr(self.prm.hf_model.config, "_attn_implementation", None) in ("sdpa", "eager")
+
+    def _score_groups_packed(
+        self, prefix_ids: Sequence[Sequence[int]], suffix_ids: Sequence[Sequence[Sequence[int]]]
+    ) -> list[list[list[float]]]:
+        """One pass for a few states, one packed row each (see the module docstring)."""
+        keep = [i for i, group in enumerate(suffix_ids) if group]
+        out: list[list[list[float]]] = [[] for _ in prefix_ids]
+        if not keep:
+            return out
+        rows = []
+        for i in keep:
+            p = len(prefix_ids[i])
+            ids, seg, pos = list(prefix_ids[i]), [0] * p, list(range(p))
+            for j, s in enumerate(suffix_ids[i], start=1):
+                ids += s
+                seg += [j] * len(s)
+                pos += range(p, p + len(s))
+            rows.append((ids, seg, pos))
+        dev = self.prm.device
+        width = max(len(r[0]) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long, device=dev)
+        seg = torch.full((len(rows), width), -1, dtype=torch.long, device=dev)
+        pos = torch.zeros((len(rows), width), dtype=torch.long, device=dev)
+        for r, (a, b, c) in enumerate(rows):
+            ids[r, : len(a)] = torch.tensor(a, device=dev)
+            seg[r, : len(b)] = torch.tensor(b, device=dev)
+            pos[r, : len(c)] = torch.tensor(c, device=dev)
+        q, k = seg[:, :, None], seg[:, None, :]
+        causal = torch.ones((width, width), dtype=torch.bool, device=dev).tril()
+        allowed = causal & (q >= 0) & ((k == 0) | (k == q))
+        allowed |= torch.eye(width, dtype=torch.bool, device=dev)  # a pad sees itself: no row is all masked
+        dtype = next(self.prm.parameters()).dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill(~allowed, torch.finfo(dtype).min)
+        logits = self.prm(ids, attention_mask=mask[:, None], position_ids=pos).logits
+        scores = self.prm.scores(logits).float().cpu()
+        marker = self.tokenizer.convert_tokens_to_ids(self.marker)
+        for r, i in enumerate(keep):
+            at = len(prefix_ids[i])
+            for s in suffix_ids[i]:
+                out[i].append([scores[r, at + t].item() for t, tok in enumerate(s) if tok == marker])
+                at += len(s)
         return out
 
     def _score_groups(
         self, prefix_ids: Sequence[Sequence[int]], suffix_ids: Sequence[Sequence[Sequence[int]]]
     ) -> list[list[list[float]]]:
-        """One prefix pass and one suffix pass for a few states (see `score_candidate_groups`)."""
+        """One prefix pass and one suffix pass for a few states, through a shared KV cache (attention kernels
+        that take no custom mask)."""
         keep = [i for i, group in enumerate(suffix_ids) if group]
         out: list[list[list[float]]] = [[] for _ in prefix_ids]
         if not keep:
@@ -180,7 +249,9 @@ class PRMScorer:
         for r, i in enumerate(keep):
             prefix[r, : plens[r]] = torch.tensor(list(prefix_ids[i]), device=dev)
             pmask[r, : plens[r]] = 1
-        cache = self.prm(prefix, attention_mask=pmask, use_cache=True).past_key_values
+        # right padding: under causal attention no real token sees a pad, so the prefix pass needs no mask (the
+        # fast causal kernel); the pads' cache entries are masked out of the suffix pass below
+        cache = self.prm(prefix, use_cache=True).past_key_values
         rows = [r for r, i in enumerate(keep) for _ in suffix_ids[i]]
         flat = [s for i in keep for s in suffix_ids[i]]
         n, width = len(flat), max(len(s) for s in flat)
