@@ -44,11 +44,11 @@ def test_n_candidates_per_prefix_with_logprobs(tiny_model_dir):
     for cands in out:
         for c in cands:
             assert isinstance(c.raw_output, str)
-            n_tokens = len(c.meta["token_ids"])
+            n_tokens = len(c.token_ids)
             assert len(c.logprobs) == n_tokens and 1 <= n_tokens <= 6
             assert all(lp <= 0 for lp in c.logprobs)
             assert c.finished == (n_tokens < 6)
-            assert tok.decode(c.meta["token_ids"], skip_special_tokens=True) == c.raw_output
+            assert tok.decode(c.token_ids, skip_special_tokens=True) == c.raw_output
     assert [c[0].meta["prompt_tokens"] for c in out] == sorted(c[0].meta["prompt_tokens"] for c in out)
 
 
@@ -88,7 +88,7 @@ def test_logprobs_match_a_forward_pass(peaked):
     from proctor.prompts.render import render_prompt
 
     prompt_ids = tok.encode(render_prompt(tok, p, agent.prompt), add_special_tokens=False)
-    gen_ids = cand.meta["token_ids"]
+    gen_ids = cand.token_ids
     ids = torch.tensor([prompt_ids + gen_ids])
     with torch.no_grad():
         logp = torch.log_softmax(model(ids).logits[0].float(), -1)
@@ -107,7 +107,7 @@ def test_stop_string_ends_and_is_cut(peaked):
     cut = HFAgent(model, tok, temperature=0, max_new_tokens=12, stop=[stop]).act([p])[0][0]
     assert cut.finished
     assert cut.raw_output == free.raw_output[: free.raw_output.find(stop)]
-    assert len(cut.meta["token_ids"]) < len(free.meta["token_ids"])
+    assert len(cut.token_ids) < len(free.token_ids)
 
 
 def test_output_is_parsed_with_the_prompt_format(peaked):
@@ -137,5 +137,5 @@ def test_bad_settings_and_factory(tiny_model_dir, peaked):
         HFAgent(model)
     agent = make_agent("hf", model=str(tiny_model_dir), temperature=0.5, prompt={"format": "thought_action"})
     assert isinstance(agent, HFAgent) and agent.prompt == PromptConfig(format="thought_action")
-    with pytest.raises(ValueError, match="accepted arguments"):
+    with pytest.raises(ValueError, match="field .temprature.: Extra inputs are not permitted"):
         make_agent("hf", model=str(tiny_model_dir), temprature=0.5)
