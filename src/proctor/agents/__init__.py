@@ -9,7 +9,7 @@ from typing import Any
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.agents.composite import MixtureAgent, SwitchAgent, allocate
 from proctor.agents.experts import ExpertAgent
-from proctor.agents.registry import AGENT_KINDS, AgentConfig, agent_config, make_agent
+from proctor.agents.registry import AgentConfig, agent_config, agent_kinds, make_agent
 from proctor.agents.simple import RandomAgent, ReplayAgent
 
 _LAZY = {"HFAgent": "proctor.agents.hf", "OpenAIAgent": "proctor.agents.openai_agent"}
@@ -24,7 +24,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AGENT_KINDS",
     "Agent",
     "AgentConfig",
     "AgentError",
@@ -38,6 +37,7 @@ __all__ = [
     "ReplayAgent",
     "SwitchAgent",
     "agent_config",
+    "agent_kinds",
     "allocate",
     "make_agent",
 ]

@@ -6,7 +6,7 @@
 
 A new kind is one config class with a `build()` method, registered with `@register_agent("name")`.
 Configs nest (a mixture's components are agent configs), so YAML files and `--agent-arg` can name any
-combination. `AGENT_KINDS` and the CLI's help are derived from this registry.
+combination. `agent_kinds()` (and so the CLI's help) is derived from this registry.
 """
 
 from __future__ import annotations
@@ -288,5 +288,3 @@ class ChoiceConfig(AgentSpec):
         return ChoiceAgent(self.model, prompt=self.prompt, temperature=self.temperature, seed=self.seed,
                            batch_size=self.batch_size, device=self.device, dtype=self.dtype,
                            max_new_tokens=self.max_new_tokens)
-
-AGENT_KINDS: tuple[str, ...] = tuple(sorted(_KINDS))

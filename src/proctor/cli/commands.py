@@ -12,10 +12,6 @@ VERB_MODULES = ("quickstart_cmd", "run_cmd", "envs_cmd", "rollout_cmd", "targets
                 "eval_cmd", "report_cmd", "serve_cmd", "models_cmd")
 
 for _name in VERB_MODULES:
-    try:
-        importlib.import_module(f"proctor.cli.{_name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"proctor.cli.{_name}":
-            raise
+    importlib.import_module(f"proctor.cli.{_name}")
 
 __all__ = ["app"]

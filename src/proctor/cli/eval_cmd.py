@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from proctor.agents.registry import AGENT_KINDS
+from proctor.agents.registry import agent_kinds
 from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
 from proctor.cli.root import app
 
@@ -47,7 +47,7 @@ def _summary_tables(s: dict[str, Any]) -> list[Table]:
 def eval_cmd(
     env: Annotated[str | None, typer.Option("--env", help="environment name (see `proctor envs`)")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (re-run to resume)")] = None,
-    agent: Annotated[str | None, typer.Option("--agent", help=f"agent kind: {' | '.join(AGENT_KINDS)}")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help=f"agent kind: {' | '.join(agent_kinds())}")] = None,
     agent_arg: Annotated[list[str], typer.Option("--agent-arg", help="agent config field key=value (JSON values)")] = [],  # noqa: B006 - typer needs a literal default
     model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai, choice)")] = None,
     expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from proctor.agents.registry import AGENT_KINDS
+from proctor.agents.registry import agent_kinds
 from proctor.cli.root import app
 from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
 
@@ -19,7 +19,7 @@ from proctor.cli.options import agent_from_options, console, fail, load_yaml_con
 def rollout_cmd(
     env: Annotated[str | None, typer.Option("--env", help="environment name (see `proctor envs`)")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="trajectory store directory (re-run to resume)")] = None,
-    agent: Annotated[str, typer.Option("--agent", help=f"agent kind: {' | '.join(AGENT_KINDS)}")] = "random",
+    agent: Annotated[str, typer.Option("--agent", help=f"agent kind: {' | '.join(agent_kinds())}")] = "random",
     agent_arg: Annotated[list[str], typer.Option("--agent-arg", help="agent config field key=value (JSON values)")] = [],  # noqa: B006 - typer needs a literal default
     model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai, choice)")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible server URL (openai)")] = None,
