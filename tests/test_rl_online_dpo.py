@@ -164,3 +164,15 @@ def test_online_dpo_with_the_choice_agent_raises_the_prms_choice(tiny_model_dir,
     before, after = prob_of_chosen(tiny_model_dir), prob_of_chosen(result.policy_dir)
     assert sum(after) / len(after) > sum(before) / len(before)
     assert sum(a > b for a, b in zip(after, before, strict=True)) >= 0.75 * len(pairs)
+
+
+def test_states_from_a_stored_rollout_of_the_policy(tiny_model_dir, prm_dir, tmp_path):
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    run_rollout(RolloutConfig(env="household", env_kwargs={"max_steps": 2}, out=tmp_path / "store", split="train",
+                              tasks=3, agent={"kind": "choice", "model": str(tiny_model_dir)}, progress=False))
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", states_from=tmp_path / "store",
+                  agent={"kind": "choice"}, epochs=1, max_states=4)
+    m = train_online_dpo(cfg).iterations[0]
+    assert m["states_from"] == str(tmp_path / "store") and m["states"] == 4
+    assert not (tmp_path / "run/iter-1/rollouts").exists()
