@@ -8,6 +8,7 @@ import pytest
 from proctor.credit.candidates import by_state, candidate_q
 from proctor.credit.montecarlo import MCConfig
 from proctor.credit.outcome import CreditError
+from proctor.credit.registry import Sources, run_method
 from proctor.rollout import RolloutConfig, run_rollout
 from proctor.rollout.starts import CandidateConfig, candidate_actions, candidate_items, completion_items
 from proctor.trajectory import Step, Trajectory
@@ -135,3 +136,20 @@ def test_candidate_q_errors_name_the_trajectory_and_field():
         candidate_q([crashed])
     assert candidate_q([crashed, completion("c5", 1, "go", 3, True, sample=5)],
                        MCConfig(drop_errors=True))[0].n == 1
+
+
+def test_candidate_training_records_hand_computed():
+    comps = [completion("c1", 1, "go", 3, True, sample=1), completion("c2", 1, "go", 4, False, sample=2),
+             completion("c3", 1, "look", 2, True, sample=3)]
+    steps = run_method("candidate-q", Sources(comps), {"gamma": 0.5}).records
+    # Q̃(go) = 0.5625 over 2 completions, on its shortest completion c1; Q̃(look) = 1 on c3 (as hand-computed above)
+    got = {(r.action, r.trajectory_id, r.step): (r.target, r.visits, r.extra["q"]) for r in steps}
+    assert got == {("go", "c1", 1): (pytest.approx(0.5625), 2, pytest.approx(0.125)), ("look", "c3", 1): (1.0, 1, 1.0)}
+    assert steps[0].state_key == steps[1].state_key, "both candidates act in the same state"
+    pairs = run_method("candidate-pairs", Sources(comps), {"gamma": 0.5, "margin": 0.2}).records
+    # Q̃(look) − Q̃(go) = 0.4375 ≥ 0.2: one pair, chosen look (c3, step 1), rejected go (c1, step 1), Q on ±1
+    [p] = pairs
+    assert (p.chosen, p.trajectory_id, p.rejected, p.rejected_trajectory_id, p.step, p.rejected_step) == \
+        ("look", "c3", "go", "c1", 1, 1)
+    assert (p.q_chosen, p.q_rejected, p.visits) == (1.0, pytest.approx(0.125), 1)
+    assert run_method("candidate-pairs", Sources(comps), {"gamma": 0.5, "margin": 0.5}).records == []

@@ -4,7 +4,16 @@ Pure functions over trajectories, one family per module, each registered as a na
 config (`registry`); `io` reads and writes stores and Parquet. Importing this package registers every method.
 """
 
-from proctor.credit import group, inverse, math_shepherd, montecarlo, preference, progress, shaping
+from proctor.credit import (
+    candidates,
+    group,
+    inverse,
+    math_shepherd,
+    montecarlo,
+    preference,
+    progress,
+    shaping,
+)
 from proctor.credit.outcome import CreditError, OutcomeConfig, Scored, scored, signed
 from proctor.credit.records import LabelledStep, PreferencePair, ProgressExample, Record, Transition
 from proctor.credit.registry import MethodResult, Sources, get_method, make_config, methods, run_method
@@ -12,7 +21,7 @@ from proctor.credit.splits import SplitLeakError, check_no_leak, split_tasks, wi
 
 __all__ = [
     "CreditError", "LabelledStep", "MethodResult", "OutcomeConfig", "PreferencePair", "ProgressExample",
-    "Record", "Scored", "Sources", "SplitLeakError", "Transition", "check_no_leak", "get_method", "group",
-    "inverse", "make_config", "math_shepherd", "methods", "montecarlo", "preference", "progress",
+    "Record", "Scored", "Sources", "SplitLeakError", "Transition", "candidates", "check_no_leak", "get_method",
+    "group", "inverse", "make_config", "math_shepherd", "methods", "montecarlo", "preference", "progress",
     "run_method", "scored", "shaping", "signed", "split_tasks", "with_splits",
 ]

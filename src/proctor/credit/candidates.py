@@ -10,16 +10,28 @@ MC-Q return (docs/methods.md §1.1, the `mc-q` method's definition):
     Q̂(s_t, a) = (1/K_a) Σ_j G_j ∈ [−1, 1],     Q̃(s_t, a) = (Q̂ + 1)/2 ∈ [0, 1]
 
 so Q̃ is on the scale of the `mc-q` targets a PRM is trained on.
+
+As training data (registered methods, `proctor targets --method candidate-q|candidate-pairs --in COMPLETIONS`):
+`candidate-q` emits one step record per (state, candidate) with target Q̃, `candidate-pairs` a preference pair
+for every two candidates of one state whose Q̃ differ by ≥ `margin` (AgentPRM's relative loss on
+low-variance, same-state contrasts). Each record points at step t of one completion of its candidate (the
+shortest), whose first t + 1 steps are the state and the candidate.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import Field
+
+from proctor.credit.keys import state_keys
 from proctor.credit.montecarlo import MCConfig, discounted_returns
-from proctor.credit.outcome import CreditError, scored, signed
+from proctor.credit.outcome import CreditError, canonical_order, scored, signed
+from proctor.credit.records import LabelledStep, PreferencePair, params_json
+from proctor.credit.registry import MethodResult, Sources, register_method
 from proctor.trajectory import Trajectory
 
 
@@ -79,3 +91,67 @@ def by_state(estimates: Sequence[CandidateQ]) -> dict[tuple[str, int], dict[str,
     for e in estimates:
         out[(e.source_id, e.step)][e.action] = e
     return dict(out)
+
+
+# -- training records from candidate completions (registered methods) ---------------------------------------
+class CandidateTargetsConfig(MCConfig):
+    """`candidate-q` / `candidate-pairs`: the MC-Q parameters, and the pairs' margin on the [0, 1] scale."""
+
+    margin: float = Field(0.2, gt=0.0, le=1.0, description="candidate-pairs: min Q̃(chosen) − Q̃(rejected)")
+
+
+def _representatives(items: Sequence[Trajectory]) -> dict[tuple[str, int, str], Trajectory]:
+    """Per (source, t, candidate): its shortest completion (the first in canonical order among equals), the
+    trajectory a record points at (a PRM renders it; only its first t + 1 steps matter for step t)."""
+    rep: dict[tuple[str, int, str], Trajectory] = {}
+    for c in canonical_order(items):
+        key = candidate_of(c)
+        if key not in rep or len(c.steps) < len(rep[key].steps):
+            rep[key] = c
+    return rep
+
+
+def candidate_records(completions: Sequence[Trajectory], cfg: CandidateTargetsConfig) -> list[LabelledStep]:
+    """One step record per (state, candidate): target Q̃(s_t, a) (module docstring) on step t of a
+    representative completion, visits = K_a, extra q = Q̂."""
+    items = [it.traj for it in scored(completions, cfg)[0]]
+    rep, params = _representatives(items), params_json(cfg)
+    out = []
+    for e in candidate_q(items, cfg):
+        c = rep[(e.source_id, e.step, e.action)]
+        key = state_keys(c)[e.step].hex()
+        out.append(LabelledStep(c.id, c.task_id, c.env, c.split, e.step, key, e.action, c.steps[e.step].reason,
+                                e.q, e.n, "candidate-q", params, {"q": e.q_signed}))
+    return out
+
+
+def candidate_pairs(completions: Sequence[Trajectory], cfg: CandidateTargetsConfig) -> list[PreferencePair]:
+    """(chosen, rejected) for every two candidates of one state with Q̃(chosen) − Q̃(rejected) ≥ margin,
+    each pointing at its representative completion's step t (Q values on the ±1 scale, as `preference`)."""
+    items = [it.traj for it in scored(completions, cfg)[0]]
+    rep, params = _representatives(items), params_json(cfg)
+    out = []
+    for (src, t), acts in sorted(by_state(candidate_q(items, cfg)).items()):
+        for a, b in itertools.permutations(sorted(acts), 2):
+            ea, eb = acts[a], acts[b]
+            if ea.q - eb.q < cfg.margin - 1e-9:
+                continue
+            c, r = rep[(src, t, a)], rep[(src, t, b)]
+            out.append(PreferencePair(c.id, c.task_id, c.env, c.split, t, state_keys(c)[t].hex(), a,
+                                      c.steps[t].reason, b, r.steps[t].reason, ea.q_signed, eb.q_signed, ea.n, eb.n,
+                                      r.id, t, "candidate-pairs", params))
+    return out
+
+
+@register_method("candidate-q", CandidateTargetsConfig,
+                 "MC-Q of candidate actions at stored states, from candidate completions (rollout start.candidates)")
+def run_candidate_q(sources: Sources, cfg: CandidateTargetsConfig) -> MethodResult:
+    _, dropped = scored(sources.trajectories, cfg)
+    return MethodResult(candidate_records(sources.trajectories, cfg), dropped)
+
+
+@register_method("candidate-pairs", CandidateTargetsConfig,
+                 "(chosen, rejected) candidate actions at one state, Q̃ margin ≥ margin (Bradley–Terry pairs)")
+def run_candidate_pairs(sources: Sources, cfg: CandidateTargetsConfig) -> MethodResult:
+    _, dropped = scored(sources.trajectories, cfg)
+    return MethodResult(candidate_pairs(sources.trajectories, cfg), dropped)
