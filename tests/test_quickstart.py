@@ -19,7 +19,7 @@ def test_presets_are_valid_pipeline_configs(env, tmp_path):
 
 def test_scale_shrinks_sizes_but_not_below_one(tmp_path):
     full = pipeline_config(QuickstartConfig(out=tmp_path))
-    small = pipeline_config(QuickstartConfig(out=tmp_path, scale=0.01))
+    small = pipeline_config(QuickstartConfig(out=tmp_path, scale=0.0001))
     assert small.demos.tasks == small.rollout.tasks == small.evaluate.tasks == 1
     assert small.sft["steps"] == 1 < full.sft["steps"]
     assert small.evaluate.entries == full.evaluate.entries

@@ -19,31 +19,35 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.pipeline import PipelineConfig, run_pipeline
 
-#: the choice policy (rank the admissible actions by log-likelihood) with a short history and a memory line
-_PROMPT = {"history": 2, "memory": True}
+#: the policy reads the whole history (the tiny model learns to remember where it has looked)
+_PROMPT: dict[str, Any] = {"history": None}
 
 
 def _policy(temperature: float, model: str = "$policy") -> dict[str, Any]:
+    """The choice policy: the admissible actions ranked by the model's log-likelihood, sampled at `temperature`."""
     return {"kind": "choice", "model": model, "temperature": temperature, "prompt": _PROMPT}
 
 
 def _household() -> dict[str, Any]:
+    """Household, `small` preset (6 receptacles, 4 task types). SFT recipe measured in
+    `experiments/sft_household.py`: a 128-wide 4-layer tiny Llama, 1,200 steps of 2 searching-expert episodes
+    (loss on the agent's turns, 0.2 weight on the rest), greedy choice policy 38% on 60 test tasks."""
     return {
         "env": "household",
-        "env_kwargs": {"preset": "small", "max_steps": 15},
-        "model": {"tiny": {"hidden_size": 64, "layers": 2, "heads": 4, "vocab_size": 2000}},
-        "demos": {"agent": {"kind": "expert", "expert": "search"}, "split": "train", "tasks": 80},
-        "sft": {"steps": 120, "batch_size": 16, "learning_rate": 3e-3, "prompt": _PROMPT},
+        "env_kwargs": {"preset": "small", "max_steps": 20},
+        "model": {"tiny": {"hidden_size": 128, "layers": 4, "heads": 4, "vocab_size": 3000}},
+        "demos": {"agent": {"kind": "expert", "expert": "search"}, "split": "train", "tasks": 2000},
+        "sft": {"steps": 1200, "batch_size": 2, "learning_rate": 3e-3, "examples": "episodes",
+                "context_weight": 0.2, "prompt": _PROMPT},
         "policy_agent": {"kind": "choice", "temperature": 1.0, "prompt": _PROMPT},
         "iterations": 1,
-        "rollout": {"split": "train", "tasks": 24, "samples": 4, "batch": 16},
+        "rollout": {"split": "train", "tasks": 20, "samples": 4, "batch": 16},
         "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
-        "prm": {"training": {"max_steps": 100, "per_device_train_batch_size": 8, "learning_rate": 1e-3}},
-        "improve": {"split": "train", "tasks": 24, "n_actions": 4, "beta": 0.1, "learning_rate": 1e-4,
+        "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
+        "improve": {"split": "train", "tasks": 20, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
                     "batch_size": 8, "epochs": 2},
         "evaluate": {"split": "test", "tasks": 40, "samples": 1, "batch": 20, "entries": [
             {"name": "policy", "agent": _policy(1.0)},
-            {"name": "policy (greedy)", "agent": _policy(0.0)},
             {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
                                                        "base": _policy(1.0)}},
             {"name": "beam 2x2 (PRM Q0)", "iterations": [0],
