@@ -17,8 +17,10 @@ the script prints {"skipped": ...} and exits 0.
 
 proctor runs with each pair's prompt computed once for both completions (`shared_prompt`, the default) and
 with the 2B concatenated sequences (`concatenated`, what TRL computes). Variants are interleaved `--repeats`
-times and the median time of each counts (the machines here are shared). Prints one JSON object: tokens/s of
-each variant, the ratios proctor ÷ TRL, and each variant's mean training loss (equal when the math is).
+times and the median time of each counts. Two clocks: wall time, and the process's CPU time (all its threads),
+which other processes' load barely moves: on the shared 2-core machines here, compare the CPU-time ratios.
+Prints one JSON object: tokens/s of each variant by each clock, the ratios proctor ÷ TRL, and each variant's
+mean training loss (equal when the math is).
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ def household_pairs(tokenizer, n_pairs: int, seed: int) -> list[dict[str, str]]:
 
 
 def run_trl(model, tokenizer, rows, args, precompute: bool, workdir: Path):
-    """TRL's DPOTrainer on `rows`: (seconds of training incl. the precomputed reference pass, the processed
-    dataset, mean training loss)."""
+    """TRL's DPOTrainer on `rows`: ((wall s, CPU s) of training incl. the precomputed reference pass, the
+    processed dataset, mean training loss)."""
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
@@ -84,15 +86,16 @@ def run_trl(model, tokenizer, rows, args, precompute: bool, workdir: Path):
                        disable_tqdm=True, seed=args.seed, max_length=None, precompute_ref_log_probs=precompute,
                        precompute_ref_batch_size=args.batch, dataloader_drop_last=False,
                        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0)
-    spent = {"precompute": 0.0}
+    spent = {"wall": 0.0, "cpu": 0.0}
     original = DPOTrainer._precompute_ref_logps
 
     def timed_precompute(self, *a, **kw):  # the reference pass TRL runs in __init__ with precomputation
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             return original(self, *a, **kw)
         finally:
-            spent["precompute"] += time.perf_counter() - start
+            spent["wall"] += time.perf_counter() - start
+            spent["cpu"] += time.process_time() - cpu
 
     DPOTrainer._precompute_ref_logps = timed_precompute
     try:
@@ -100,20 +103,21 @@ def run_trl(model, tokenizer, rows, args, precompute: bool, workdir: Path):
                              processing_class=tokenizer)
     finally:
         DPOTrainer._precompute_ref_logps = original
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its log dicts; stdout is this script's JSON
         result = trainer.train()
-    return time.perf_counter() - start + spent["precompute"], trainer.train_dataset, result.training_loss
+    seconds = (time.perf_counter() - start + spent["wall"], time.process_time() - cpu + spent["cpu"])
+    return seconds, trainer.train_dataset, result.training_loss
 
 
 def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool):
-    """proctor's reference pass + DPO steps over `pairs`: (seconds, mean loss)."""
+    """proctor's reference pass + DPO steps over `pairs`: ((wall s, CPU s), mean loss)."""
     from proctor.rl.dpo_step import dpo_step, reference_logprobs
 
     gen = torch.Generator().manual_seed(args.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     pad = tokenizer.pad_token_id
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     ref_c, ref_r = reference_logprobs(model, pairs, pad, args.batch, shared_prompt=shared_prompt)
     model.train()
     losses = []
@@ -124,7 +128,7 @@ def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool):
             stats = dpo_step(model, optimizer, [pairs[j] for j in idx], ref_c[idx], ref_r[idx], pad_id=pad,
                              beta=args.beta, max_grad_norm=1.0, shared_prompt=shared_prompt)
             losses.append(stats["loss"])
-    return time.perf_counter() - start, sum(losses) / len(losses)
+    return (time.perf_counter() - start, time.process_time() - cpu), sum(losses) / len(losses)
 
 
 def main() -> None:
@@ -158,7 +162,7 @@ def main() -> None:
         base, tokenizer = load(folder, dtype="float32")
         tokenizer.padding_side = "right"
         rows = household_pairs(tokenizer, args.pairs, args.seed)
-        runs: dict[str, list[float]] = {k: [] for k in VARIANTS}
+        runs: dict[str, list[tuple[float, float]]] = {k: [] for k in VARIANTS}
         losses: dict[str, float] = {}
         pairs = None
         for r in range(args.repeats):  # interleaved, so that a change of machine load hits every variant
@@ -175,21 +179,26 @@ def main() -> None:
                     seconds, loss = run_proctor(model, tokenizer, pairs, args, name == "proctor_shared_prompt")
                 runs[name].append(seconds)
                 losses[name] = loss
-                print(f"[bench] repeat {r + 1}/{args.repeats} {name}: {seconds:.1f} s", file=sys.stderr, flush=True)
-        timings = {k: statistics.median(v) for k, v in runs.items()}
+                print(f"[bench] repeat {r + 1}/{args.repeats} {name}: {seconds[0]:.1f} s wall, {seconds[1]:.1f} s CPU",
+                      file=sys.stderr, flush=True)
     tokens = sum(p.tokens for p in pairs) * args.epochs
-    rate = {k: tokens / v for k, v in timings.items()}
+    report = {}
+    for clock, i in (("wall", 0), ("cpu", 1)):
+        rate = {k: tokens / statistics.median(s[i] for s in v) for k, v in runs.items()}
+        report[clock] = {
+            "tokens_per_s": {k: round(v, 1) for k, v in rate.items()},
+            "ratio_vs_trl_default_ref": round(rate["proctor_shared_prompt"] / rate["trl_default_ref"], 3),
+            "ratio_vs_trl_precomputed_ref": round(rate["proctor_shared_prompt"] / rate["trl_precomputed_ref"], 3),
+            "ratio_concatenated_vs_trl_precomputed_ref": round(
+                rate["proctor_concatenated"] / rate["trl_precomputed_ref"], 3),
+        }
     print(json.dumps({
         "trl_version": trl.__version__, "torch_threads": args.threads, "pairs": len(pairs), "epochs": args.epochs,
-        "batch": args.batch, "tokens": tokens,
+        "batch": args.batch, "hidden": args.hidden, "layers": args.layers, "tokens": tokens,
         "mean_prompt_tokens": sum(len(p.prompt_ids) for p in pairs) / len(pairs),
         "mean_completion_tokens": sum(len(p.chosen_ids) + len(p.rejected_ids) for p in pairs) / (2 * len(pairs)),
-        "seconds": {k: round(v, 3) for k, v in timings.items()},
-        "tokens_per_s": {k: round(v, 1) for k, v in rate.items()},
-        "repeats": args.repeats, "seconds_all": runs,
-        "ratio_vs_trl_default_ref": round(rate["proctor_shared_prompt"] / rate["trl_default_ref"], 3),
-        "ratio_vs_trl_precomputed_ref": round(rate["proctor_shared_prompt"] / rate["trl_precomputed_ref"], 3),
-        "ratio_concatenated_vs_trl_precomputed_ref": round(rate["proctor_concatenated"] / rate["trl_precomputed_ref"], 3),
+        "repeats": args.repeats, "median_of": "repeats", **report,
+        "seconds_all": {k: [[round(w, 2), round(c, 2)] for w, c in v] for k, v in runs.items()},
         "mean_train_loss": losses,
     }))
 
