@@ -106,3 +106,24 @@ def test_prm_eval_usage_errors_are_one_line(stores, tiny_model_dir):
     model = train(stores, tiny_model_dir, "prm2", "action")
     code, out = evaluate("--model", str(model), "--trajectories", str(stores / "labelled"), "--target", "nope")
     assert code == 2 and "no step has target 'nope'" in out and "Traceback" not in out
+
+
+def test_bradley_terry_prm_from_candidate_pairs_gets_the_full_report(stores, tiny_model_dir):
+    """A PRM trained with the relative (Bradley–Terry) loss on same-state candidate pairs (`candidate-pairs`
+    records) is evaluated like any other: spread, Brier/AUROC and ranking."""
+    summary = run_targets(TargetsConfig(method="candidate-pairs", input=stores / "cands", out=stores / "pairs",
+                                        split="keep", params={"margin": 0.2}))
+    assert summary["records"] > 0
+    cfg = PRMTrainConfig.model_validate({
+        "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+        "loss": "bradley_terry", "packing": True,
+        "data": {"train": str(stores / "pairs"), "format": "targets", "trajectories": [str(stores / "cands")]},
+        "training": {"output_dir": str(stores / "bt"), "max_steps": 2, "per_device_train_batch_size": 4,
+                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
+    })
+    train_prm(cfg)
+    code, out = evaluate("--model", str(stores / "bt"), "--trajectories", str(stores / "labelled"), "--target",
+                         "mc-q", "--candidates", str(stores / "cands"), "--bootstrap", "20")
+    assert code == 0, out
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["ranking"]["prm"]["pairs"] > 0 and 0 <= report["targets"]["brier"] <= 1
