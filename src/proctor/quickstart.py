@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.pipeline import PipelineConfig, run_pipeline
 
-#: the policy reads the whole history (the tiny model learns to remember where it has looked)
-_PROMPT: dict[str, Any] = {"history": None}
+#: the policy reads the whole history (it learns to remember where it has looked); the choice agent ranks the
+#: admissible actions itself, so the prompt does not list them
+_PROMPT: dict[str, Any] = {"history": None, "show_admissible": False}
 
 
 def _policy(temperature: float, model: str = "$policy") -> dict[str, Any]:
