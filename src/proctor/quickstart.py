@@ -42,12 +42,12 @@ def _household() -> dict[str, Any]:
                 "context_weight": 0.2, "prompt": _PROMPT},
         "policy_agent": {"kind": "choice", "temperature": 1.0, "prompt": _PROMPT},
         "iterations": 1,
-        "rollout": {"split": "train", "tasks": 20, "samples": 4, "batch": 16},
+        "rollout": {"split": "train", "tasks": 12, "samples": 4, "batch": 16},
         "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
-        "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
-        "improve": {"split": "train", "tasks": 20, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
+        "prm": {"training": {"max_steps": 60, "per_device_train_batch_size": 4, "learning_rate": 5e-4}},
+        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
                     "batch_size": 8, "epochs": 2},
-        "evaluate": {"split": "test", "tasks": 40, "samples": 1, "batch": 20, "entries": [
+        "evaluate": {"split": "test", "tasks": 24, "samples": 1, "batch": 24, "entries": [
             {"name": "policy", "agent": _policy(1.0)},
             {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
                                                        "base": _policy(1.0)}},
