@@ -15,7 +15,14 @@
    other tokens' NLL at weight `context_weight`, for models trained from scratch; the curve in `sft.json`
    is always the agent tokens' NLL);
 5. the policy is saved as a `save_pretrained` folder (safetensors; LoRA merged, adapters in `adapter/`)
-   with its tokenizer and `sft.json` (the config, data sizes, loss curve, wall time).
+   with its tokenizer and `sft.json` (the config, data sizes, loss curve, wall time), written last: a folder
+   with `sft.json` is complete.
+
+A recipe that gives a policy with room to improve on `household` from scratch on a CPU (~40% greedy held-out
+success as `{"kind": "choice"}` agent, about 3 CPU-minutes; experiments/sft_household.py): a 128-wide 4-layer
+`build_tiny` model, 2,000 searching-expert demonstrations of the `small` preset, `examples: episodes` with
+`prompt: {history: null, show_admissible: false, system: ""}`, 1,200 steps of batch 2 at lr 3e-3,
+`context_weight: 0.2`.
 """
 
 from __future__ import annotations
@@ -163,7 +170,7 @@ def train_sft(cfg: SFTConfig) -> Path:
     warmup = round(cfg.warmup_ratio * cfg.steps)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.steps, warmup))
     losses: list[float] = []
-    tokens = 0
+    tokens, loop_start = 0, time.monotonic()
     with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress) as bar:
         for _ in range(cfg.steps):
             ids, attn, mask = collate([examples[i] for i in next(batches)], tokenizer.pad_token_id)
@@ -179,7 +186,7 @@ def train_sft(cfg: SFTConfig) -> Path:
             tokens += int(attn.sum())
             recent = losses[-10:]
             bar.advance(1, stats=f"loss {sum(recent) / len(recent):.3f}, "
-                                 f"{tokens / (time.monotonic() - start):.0f} tok/s")
+                                 f"{tokens / (time.monotonic() - loop_start):.0f} tok/s")
     # 5. save
     model.eval()
     out = save_policy(model, tokenizer, cfg.output_dir)

@@ -59,9 +59,11 @@ def step_example(tokenizer: Any, traj: Trajectory, t: int, cfg: PromptConfig, eo
 
 
 def episode_example(tokenizer: Any, traj: Trajectory, cfg: PromptConfig, eos_ids: set[int]) -> Example:
-    """All steps of `traj` in one sequence, the mask 1 on every reply's agent tokens (see module docstring)."""
-    ids: list[int] = []
-    mask: list[int] = []
+    """All steps of `traj` in one sequence, the mask 1 on every reply's agent tokens (see module docstring).
+
+    The sequence is the step prompts' new text and the replies, tokenized piece by piece; it must equal the
+    tokenization of the whole text (no merge across a turn boundary), else it raises."""
+    pieces: list[str] = []
     text = ""
     for t in range(len(traj.steps)):
         prompt, reply = render_training_text(tokenizer, traj, t, cfg)
@@ -70,14 +72,17 @@ def episode_example(tokenizer: Any, traj: Trajectory, cfg: PromptConfig, eos_ids
                 f"trajectory {traj.id} step {t}: its prompt does not extend the previous steps' text, so one "
                 "sequence per episode would not match the step prompts (use examples: steps, or a prompt with "
                 "history: null and show_admissible: false)")
-        new_ids = _encode(tokenizer, prompt[len(text):])
-        if ids + new_ids != _encode(tokenizer, prompt):
-            raise ValueError(f"trajectory {traj.id} step {t}: the tokenizer merges across the turn boundary, "
-                             "so the episode's ids differ from the step prompt's; use examples: steps")
-        r_ids = _encode(tokenizer, reply)
-        ids += new_ids + r_ids
-        mask += [0] * len(new_ids) + reply_mask(r_ids, eos_ids)
+        pieces += [prompt[len(text):], reply]
         text = prompt + reply
+    encoded = tokenizer(pieces, add_special_tokens=False)["input_ids"]
+    ids: list[int] = []
+    mask: list[int] = []
+    for k, piece_ids in enumerate(encoded):
+        ids += piece_ids
+        mask += reply_mask(piece_ids, eos_ids) if k % 2 else [0] * len(piece_ids)
+    if ids != _encode(tokenizer, text):
+        raise ValueError(f"trajectory {traj.id}: the tokenizer merges across a turn boundary, so the episode's "
+                         "ids differ from the step prompts'; use examples: steps")
     return Example(ids, mask, traj.id)
 
 
