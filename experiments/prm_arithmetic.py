@@ -2,15 +2,17 @@
 
     python experiments/prm_arithmetic.py [--train-tasks 300] [--samples 4] [--completions 8] [--max-steps 600]
 
-1. Roll out the noisy solver (`expert:noisy`, one mistake per step with probability 0.3) on the train split.
-2. Label every step with Math-Shepherd estimates (docs/methods.md §2): `--completions` N completions by the
-   same policy from each step prefix; hard label y_HE = 𝟙[any completion reaches the right answer], soft
-   y_SE = the fraction that does (`--label`). The env's ground-truth labels are NOT used for training.
+1. Roll out the noisy solver (`expert:noisy`, one mistake per step with probability 0.3) on the train split
+   (`run_rollout`).
+2. Label every step with Math-Shepherd estimates (docs/methods.md §2): `--completions` N completions by the same
+   policy from each step prefix (`run_rollout` with `start`), then `run_targets` (`math-shepherd`): hard label
+   y_HE = 𝟙[any completion reaches the right answer], soft y_SE = the fraction that does (`--label`). The env's
+   ground-truth labels are NOT used for training; the stage reports the labels' agreement with them.
 3. Train a PRM from scratch (a tiny Llama built here; its tokenizer is trained on the default corpus with
-   digits kept apart, so numbers are digit tokens) with proctor's trainer, and, as the ceiling, the same PRM
-   on the ground-truth labels (`Step.info["step_correct"]`).
-4. Score held-out test-split trajectories of the same policy and report step AUROC (and accuracy at 0.5)
-   against the ground truth, for both PRMs, plus how well the Math-Shepherd labels match the ground truth.
+   digits kept apart, so numbers are digit tokens) with `train_prm`, and, as the ceiling, the same PRM on the
+   ground-truth labels (`Step.info["step_correct"]`, written to `Step.targets["ground_truth"]`).
+4. Score held-out test-split trajectories of the same policy (`proctor.prm.trajectory_eval`): step AUROC and
+   Brier against the ground truth, with bootstrap-over-tasks intervals, for both PRMs.
 
 Prints one JSON object.
 """
@@ -29,23 +31,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality_common import add_training_args, complete, run_in_workdir, shepherd_starts, train_on_examples
+from quality_common import add_training_args, label, roll, run_in_workdir, steps_of, train
 
-from proctor.agents.experts import ExpertAgent
-from proctor.prompts.render import PromptConfig
-from proctor.credit.registry import Sources, run_method
-from proctor.envs.registry import EnvSpec
-from proctor.models import build_tiny, load_tokenizer
-from proctor.prm.data import from_trajectories
-from proctor.prm.metrics import auroc, step_accuracy
+from proctor.models import build_tiny
 from proctor.prm.scoring import PRMScorer
-from proctor.rollout import rollout
-from proctor.trajectory import Trajectory
+from proctor.prm.trajectory_eval import evaluate_trajectories
+from proctor.trajectory import Trajectory, TrajectoryStore
 
-ENV = EnvSpec("arithmetic", {})
-#: the PRM reads problem and steps only: no system turn
-PROMPT = PromptConfig(system="", show_admissible=False)
-MS_TARGET, GT_TARGET = "math_shepherd", "ground_truth"
+ENV = {"env": "arithmetic", "batch": 64}
+POLICY = {"kind": "expert", "expert": "noisy"}
+GT_TARGET = "ground_truth"
 
 
 def digit_corpus() -> list[str]:
@@ -61,72 +56,54 @@ def backbone(root: Path, hidden: int, layers: int) -> Path:
                       vocab_size=1500, max_position_embeddings=1024, corpus=digit_corpus())
 
 
-def ground_truth(trajs: Sequence[Trajectory]) -> list[float]:
-    """Every step's `info["step_correct"]` as 0/1, in trajectory order; a step without it is an error."""
-    out = []
-    for t in trajs:
-        for i, s in enumerate(t.steps):
-            if "step_correct" not in s.info:
-                raise KeyError(f"trajectory {t.id} step {i}: no info['step_correct']")
-            out.append(float(s.info["step_correct"]))
+def with_ground_truth(trajs: Sequence[Trajectory], out: Path) -> Path:
+    """A store of `trajs` with `Step.targets[GT_TARGET]` = the env's `info["step_correct"]` (0/1)."""
+    if (out / "manifest.json").exists():
+        return out
+    with TrajectoryStore(out, meta={"targets": GT_TARGET}) as store:
+        for t in trajs:
+            for i, s in enumerate(t.steps):
+                if "step_correct" not in s.info:
+                    raise KeyError(f"trajectory {t.id} step {i}: no info['step_correct']")
+                s.targets[GT_TARGET] = float(s.info["step_correct"])
+            store.append(t)
     return out
-
-
-def label_math_shepherd(trajs: Sequence[Trajectory], completions: Sequence[Trajectory], label: str) -> None:
-    """Write Step.targets[MS_TARGET] (y_HE or y_SE) and Step.targets[GT_TARGET] on every step, in place."""
-    records = run_method("math-shepherd", Sources(trajs, completions=completions)).records
-    by_step = {(r.trajectory_id, r.step): r.extra[label] for r in records}
-    for t in trajs:
-        for i, s in enumerate(t.steps):
-            s.targets[MS_TARGET] = by_step[(t.id, i)]
-            s.targets[GT_TARGET] = float(s.info["step_correct"])
-
-
-def label_quality(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """How the Math-Shepherd labels of the training steps agree with the ground truth."""
-    ms = [s.targets[MS_TARGET] for t in trajs for s in t.steps]
-    gt = ground_truth(trajs)
-    return {"auroc": auroc(ms, gt), "accuracy": step_accuracy(ms, gt)}
-
-
-def evaluate(prm: Any, test: Sequence[Trajectory]) -> dict[str, float]:
-    scores = [x for s in PRMScorer(prm, batch_size=32).score_trajectories(test, PROMPT) for x in s]
-    gt = ground_truth(test)
-    return {"auroc": auroc(scores, gt), "step_accuracy": step_accuracy(scores, gt)}
-
-
-def roll(split: str, tasks: int, samples: int, out: Path, progress: bool) -> list[Trajectory]:
-    env = ENV.make()
-    ids = env.task_ids(split)[:tasks]
-    return rollout(ENV, ExpertAgent("noisy"), ids, out / f"rollouts-{split}", split=split,
-                   samples_per_task=samples, batch_size=64, progress=progress).load()
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
+    env = {**ENV, "progress": args.progress}
     base = args.backbone or backbone(work, args.hidden, args.layers)
-    train = roll("train", args.train_tasks, args.samples, work, args.progress)
-    test = roll("test", args.test_tasks, 1, work, args.progress)
-    comps = complete(ENV, ExpertAgent("noisy"), shepherd_starts(train), args.completions)
-    label_math_shepherd(train, comps, args.label)
+    train_trajs = roll(work / "rollouts-train", **env, agent=POLICY, split="train", tasks=args.train_tasks,
+                       samples=args.samples)
+    test_trajs = roll(work / "rollouts-test", **env, agent=POLICY, split="test", tasks=args.test_tasks, samples=1)
+    comps = roll(work / "completions", **env, agent=POLICY,
+                 start={"source": work / "rollouts-train", "prefix_lengths": "steps",
+                        "completions": args.completions})
+    ms_data, ms_summary = label("math-shepherd", work / "rollouts-train", work / "targets-ms",
+                                completions=work / "completions")
+    gt_data = with_ground_truth(train_trajs, work / "train-ground-truth")
+    test_data = with_ground_truth(test_trajs, work / "test-ground-truth")
+    test = TrajectoryStore.open(test_data).load()
     data_s = time.perf_counter() - start
-    tok = load_tokenizer(base)
+    gt = [s.targets[GT_TARGET] for t in test for s in t.steps]
     result: dict[str, Any] = {
         "env": "arithmetic", "policy": "expert:noisy (rate 0.3)",
-        "train": {"tasks": args.train_tasks, "trajectories": len(train),
-                  "steps": sum(len(t.steps) for t in train), "completions": len(comps),
-                  "success": sum(t.success for t in train) / len(train)},
-        "test": {"tasks": args.test_tasks, "trajectories": len(test), "steps": sum(len(t.steps) for t in test),
-                 "wrong_step_fraction": 1 - sum(ground_truth(test)) / len(ground_truth(test))},
-        "math_shepherd_labels": {"label": args.label, "n": args.completions, **label_quality(train)},
+        "train": {"tasks": args.train_tasks, "trajectories": len(train_trajs), "steps": steps_of(ms_data),
+                  "completions": len(comps), "success": sum(t.success for t in train_trajs) / len(train_trajs)},
+        "test": {"tasks": args.test_tasks, "trajectories": len(test), "steps": len(gt),
+                 "wrong_step_fraction": 1 - sum(gt) / len(gt)},
+        "math_shepherd_labels": {"label": args.label, "n": args.completions,
+                                 "vs_ground_truth": ms_summary.get("ground_truth")},
         "data_seconds": round(data_s, 1),
     }
-    for name, target in (("math_shepherd", MS_TARGET), ("ground_truth", GT_TARGET)):
-        examples = from_trajectories(tok, train, target, PROMPT)
-        prm, info = train_on_examples(examples, base, work / f"prm-{name}", max_steps=args.max_steps,
-                                      learning_rate=args.lr, batch_size=args.batch_size, seed=args.seed)
-        result[f"prm_{name}"] = {**evaluate(prm, test), **info}
+    for name, data, target in (("math_shepherd", ms_data, f"math-shepherd:{args.label}"),
+                               ("ground_truth", gt_data, GT_TARGET)):
+        prm, info = train(base, data, target, work / f"prm-{name}", args)
+        report = evaluate_trajectories(PRMScorer(prm, batch_size=32), test, target=GT_TARGET,
+                                       n_boot=args.bootstrap, seed=args.seed)
+        result[f"prm_{name}"] = {**info, "vs_ground_truth": report["targets"], "score_spread": report["score_spread"]}
     result["seconds"] = round(time.perf_counter() - start, 1)
     return result
 

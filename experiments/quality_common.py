@@ -1,154 +1,78 @@
-"""What the PRM quality experiments share: Monte-Carlo completions from trajectory prefixes, training a PRM
-in process with proctor's trainer, and scoring held-out trajectories.
+"""What the PRM quality experiments share: rolling out and labelling with the library's stages, training a PRM
+with `train_prm` (the code path of `proctor prm train`), and the command-line options.
 
-Completions follow the layout of `proctor.credit.completions`: an ordinary `Trajectory` whose first
-`meta["prefix_len"]` steps are the source's (replayed in a fresh env), then the agent's own, with
-`meta["prefix_of"]` = the source's id. Each completion gets its own `sample` number (a hash of source id,
-prefix length and index), so a stochastic policy seeded by (task, sample, step) makes different choices in
-each; the env is replayed with the source's seed.
+Every episode runs in the rollout engine (`proctor.rollout.run_rollout`, completions and candidate starts
+included) and every label comes from `proctor.credit.stage.run_targets`; nothing here steps an env.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import contextlib
 import json
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.envs.registry import EnvSpec
+from proctor.credit.stage import TargetsConfig, run_targets
 from proctor.prm.config import PRMTrainConfig
-from proctor.prm.data import StepwiseExample, write_stepwise
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.trainer import train_prm
-from proctor.episode import step_info
-from proctor.trajectory import Step, Trajectory
+from proctor.rollout import RolloutConfig, run_rollout
+from proctor.trajectory import Trajectory, TrajectoryStore
 
 
-def completion_sample(source_id: str, prefix_len: int, index: int, tag: str = "") -> int:
-    """A 31-bit sample number for completion `index` from the first `prefix_len` actions of a source."""
-    digest = hashlib.sha256(f"completion/{source_id}/{prefix_len}/{tag}/{index}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") >> 1
+def roll(out: Path, **fields: Any) -> list[Trajectory]:
+    """`run_rollout(RolloutConfig(out=out, **fields))` (resumes: use one `--work` folder per configuration),
+    returning the store's episodes."""
+    return run_rollout(RolloutConfig(out=out, **fields)).store.load()
 
 
-@dataclass(frozen=True)
-class Start:
-    """Where completions start: after replaying `actions` in `source`'s task (the source's first k actions
-    for Math-Shepherd, or a state's history plus one candidate action)."""
-
-    source: Trajectory
-    actions: tuple[str, ...]
-    tag: str = ""
-
-
-class _Live:
-    """One completion in flight: its env, the steps so far, and the state the agent acts in next."""
-
-    def __init__(self, env: Any, start: Start, index: int):
-        self.env, self.start = env, start
-        s = start.source
-        self.sample = completion_sample(s.id, len(start.actions), index, start.tag)
-        self.observation, self.info = env.reset(s.task_id, s.seed)
-        self.steps: list[Step] = []
-        for a in start.actions:
-            if env.done:
-                raise ValueError(f"completion start of {s.id}: the episode ended before all "
-                                 f"{len(start.actions)} actions were replayed")
-            self.advance(Candidate(action=a, raw_output=a))
-
-    def prefix(self) -> Prefix:
-        s = self.start.source
-        return Prefix(env=s.env, task_id=s.task_id, task=s.task, observation=self.observation,
-                      history=list(self.steps), info=self.info, sample=self.sample, seed=s.seed)
-
-    def advance(self, c: Candidate) -> bool:
-        """Apply one action; True when the episode ended."""
-        obs, reward, done, info = self.env.step(c.action)
-        self.steps.append(Step(observation=self.observation, action=c.action, reason=c.reason,
-                               raw_output=c.raw_output, reward=reward, done=done,
-                               info=step_info(self.info, info, c)))
-        self.observation, self.info = obs, info
-        return done
-
-    def trajectory(self, agent: str, termination: str | None = None, error: str | None = None) -> Trajectory:
-        s, info = self.start.source, self.info
-        if termination is None:
-            termination = "success" if info.get("won") else "max_steps" if info.get("truncated") else "failure"
-        meta = {"prefix_of": s.id, "prefix_len": len(self.start.actions)}
-        if self.start.tag:
-            meta["tag"] = self.start.tag
-        return Trajectory(id=Trajectory.new_id(), env=s.env, task_id=s.task_id, sample=self.sample, task=s.task,
-                          split=s.split, seed=s.seed, agent=agent, steps=self.steps,
-                          final_observation=self.observation, success=bool(info.get("won")),
-                          score=float(info.get("score", 0.0)), termination=termination, error=error, meta=meta)
+def label(method: str, source: Path, out: Path, *, completions: Path | None = None,
+          params: dict[str, Any] | None = None, write_back: bool = True) -> tuple[Path, dict[str, Any]]:
+    """`run_targets` with the splits kept; returns the store of the labelled trajectories (`out/labelled`,
+    with `write_back`) or the records' folder `out`, and the stage summary."""
+    labelled = out / "labelled" if write_back else None
+    if not (out / "summary.json").exists():
+        summary = run_targets(TargetsConfig(method=method, params=params or {}, input=source, out=out,
+                                            completions=completions, split="keep", write_back=labelled))
+    else:
+        summary = json.loads((out / "summary.json").read_text())
+    return labelled or out, summary
 
 
-def complete(env_spec: EnvSpec, agent: Agent, starts: Sequence[Start], n: int,
-             batch_size: int = 256) -> list[Trajectory]:
-    """`n` completions by `agent` from every start (module docstring), one agent call per step for the whole
-    batch in flight. An agent error ends the completions of that batch with `agent_error` (recorded)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    work = [(st, j) for st in starts for j in range(n)]
-    name = agent.describe()
-    envs = [env_spec.make() for _ in range(min(batch_size, len(work)))]
-    out: list[Trajectory] = []
-    try:
-        for first in range(0, len(work), batch_size):
-            live = [_Live(envs[i], st, j) for i, (st, j) in enumerate(work[first : first + batch_size])]
-            live, done = [x for x in live if not x.env.done], [x for x in live if x.env.done]
-            out += [x.trajectory(name) for x in done]
-            while live:
-                try:
-                    cands = agent.act([x.prefix() for x in live], 1)
-                except AgentError as e:
-                    out += [x.trajectory(name, "agent_error", f"{type(e).__name__}: {e}") for x in live]
-                    break
-                still = []
-                for x, c in zip(live, cands, strict=True):
-                    if x.advance(c[0]):
-                        out.append(x.trajectory(name))
-                    else:
-                        still.append(x)
-                live = still
-    finally:
-        for e in envs:
-            e.close()
-    return out
-
-
-def shepherd_starts(sources: Sequence[Trajectory]) -> list[Start]:
-    """The starts Math-Shepherd needs: every inner prefix k = 1..T−1 of every source (the last step's
-    evidence is the trajectory's own outcome)."""
-    return [Start(src, tuple(src.actions[:k])) for src in sources for k in range(1, len(src.steps))]
-
-
-def train_on_examples(examples: Sequence[StepwiseExample], backbone: str | Path, out_dir: str | Path, *,
-                      max_steps: int, learning_rate: float, batch_size: int, seed: int = 0,
-                      loss: str = "bce") -> tuple[ProcessRewardModel, dict[str, Any]]:
-    """Train a scalar-head PRM on `backbone` with proctor's trainer (`proctor prm train`'s code path, the data
-    written as a stepwise JSONL file first); returns the PRM and {train_loss, steps, seconds}."""
-    out_dir = Path(out_dir)
-    data = write_stepwise(examples, out_dir / "train.jsonl")
+def train(backbone: str | Path, data: Path, target: str | None, out: Path, args: argparse.Namespace,
+          loss: str = "bce", trajectories: Path | None = None) -> tuple[ProcessRewardModel, dict[str, Any]]:
+    """Train a scalar-head PRM on `backbone` with `train_prm`: from the trajectories in `data` (their
+    `Step.targets[target]`), or, with `trajectories`, from the records `run_targets` wrote to `data` (the
+    trajectories they name in that store). Returns the PRM and {train_loss, steps, seconds}."""
+    if trajectories is None:
+        section = {"train": str(data), "format": "trajectories", "target": target}
+    else:
+        section = {"train": str(data), "format": "targets", "trajectories": [str(trajectories)]}
     cfg = PRMTrainConfig.model_validate({
         "model": {"backbone": str(backbone), "head": "scalar", "dtype": "float32"},
         "loss": loss,
-        "seed": seed,
-        "data": {"train": str(data)},
-        "training": {"output_dir": str(out_dir / "prm"), "max_steps": max_steps, "learning_rate": learning_rate,
-                     "per_device_train_batch_size": batch_size, "lr_scheduler_type": "cosine",
-                     "warmup_steps": max(1, max_steps // 20), "weight_decay": 0.0, "logging_steps": 50,
-                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True},
+        "seed": args.seed,
+        "packing": args.packing,
+        "data": section,
+        "training": {"output_dir": str(out), "max_steps": args.max_steps, "learning_rate": args.lr,
+                     "per_device_train_batch_size": args.batch_size, "lr_scheduler_type": "cosine",
+                     "warmup_steps": max(1, args.max_steps // 20), "weight_decay": 0.0, "logging_steps": 50,
+                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
     })
     start = time.perf_counter()
-    prm, result, _ = train_prm(cfg)
-    return prm, {"train_loss": result.training_loss, "steps": result.global_step,
+    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its log lines; stdout is the JSON result
+        prm, result, _ = train_prm(cfg)
+    return prm, {"train_loss": round(result.training_loss, 4), "steps": result.global_step,
                  "seconds": round(time.perf_counter() - start, 1)}
+
+
+def steps_of(store: Path) -> int:
+    return sum(len(t.steps) for t in TrajectoryStore.open(store))
 
 
 def add_training_args(p: argparse.ArgumentParser) -> None:
@@ -159,10 +83,13 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=600)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--packing", action=argparse.BooleanOptionalAction, default=True,
+                   help="several examples per row (`packing: true`)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals")
     p.add_argument("--work", type=Path, default=None, help="keep models and data here (default: a temp dir)")
-    p.add_argument("--progress", action="store_true", help="show rollout progress bars")
+    p.add_argument("--progress", action="store_true", help="show rollout progress")
 
 
 def run_in_workdir(run: Callable[[argparse.Namespace, Path], dict[str, Any]], args: argparse.Namespace
