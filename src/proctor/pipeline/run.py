@@ -221,11 +221,13 @@ def run_pipeline(cfg: PipelineConfig, report: Report | None = None) -> dict[str,
 
 
 def quiet_library_progress() -> None:
-    """Silence transformers' per-file progress bars (loading 20 tensors, writing one shard): the stages
-    report their own progress."""
+    """Silence transformers' and datasets' per-file progress bars (loading 20 tensors, writing one shard or
+    one Parquet file): the stages report their own progress."""
+    import datasets
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 def _slug(name: str) -> str:
