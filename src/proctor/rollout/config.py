@@ -53,8 +53,13 @@ class RolloutConfig(BaseModel):
     @field_validator("tasks")
     @classmethod
     def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"must be >= 1, got {v}")
-        if isinstance(v, list) and len(set(v)) != len(v):
-            raise ValueError("has duplicate task ids")
-        return v
+        return check_tasks(v)
+
+
+def check_tasks(v: int | list[str] | None) -> int | list[str] | None:
+    """A `tasks` field: a count >= 1, a list of distinct ids, or None (all)."""
+    if isinstance(v, int) and v < 1:
+        raise ValueError(f"must be >= 1, got {v}")
+    if isinstance(v, list) and len(set(v)) != len(v):
+        raise ValueError("has duplicate task ids")
+    return v

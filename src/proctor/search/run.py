@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from proctor.envs.registry import EnvSpec
+from proctor.rollout.config import check_tasks
 from proctor.rollout.run import select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize
 from proctor.search.registry import SearchConfig, SearchJob, get_search
@@ -41,11 +42,7 @@ class SearchRunConfig(BaseModel):
     @field_validator("tasks")
     @classmethod
     def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"must be >= 1, got {v}")
-        if isinstance(v, list) and len(set(v)) != len(v):
-            raise ValueError("has duplicate task ids")
-        return v
+        return check_tasks(v)
 
 
 @dataclass
