@@ -18,11 +18,11 @@
    with its tokenizer and `sft.json` (the config, data sizes, loss curve, wall time), written last: a folder
    with `sft.json` is complete.
 
-A recipe that gives a policy with room to improve on `household` from scratch on a CPU (~40% greedy held-out
-success as `{"kind": "choice"}` agent, about 3 CPU-minutes; experiments/sft_household.py): a 128-wide 4-layer
-`build_tiny` model, 2,000 searching-expert demonstrations of the `small` preset, `examples: episodes` with
-`prompt: {history: null, show_admissible: false, system: ""}`, 1,200 steps of batch 2 at lr 3e-3,
-`context_weight: 0.2`.
+A recipe that gives a policy with room to improve on `household` from scratch on a CPU (about half of the
+held-out tasks as `{"kind": "choice"}` agent, about 3 CPU-minutes; experiments/sft_household.py): a 128-wide
+4-layer `build_tiny` model, 2,000 searching-expert demonstrations of the `small` preset, `examples: steps`
+with `prompt: {history: 2, memory: true, show_admissible: false, system: ""}`, 1,200 steps of batch 6 at
+lr 3e-3, `context_weight: 0.2`.
 """
 
 from __future__ import annotations
