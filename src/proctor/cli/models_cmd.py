@@ -1,4 +1,5 @@
-"""`proctor models tiny --out DIR`: build the tiny local backbone (model + tokenizer) that examples train on."""
+"""`proctor models tiny --out DIR`: build the tiny local backbone (model + tokenizer) that examples train on;
+`proctor models convert SRC OUT`: write a GGUF checkpoint as a regular model folder."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import typer
 
 from proctor.cli.root import app
 
-models_app = typer.Typer(help="Models: build a tiny local backbone.", no_args_is_help=True)
+models_app = typer.Typer(help="Models: build a tiny local backbone; convert a GGUF checkpoint.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+
+
+def _quiet_hub() -> None:
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    disable_progress_bars()
+    hf_logging.disable_progress_bar()
 
 
 @models_app.command("tiny")
@@ -36,14 +45,33 @@ def tiny(
         fail(f"--arch {arch!r}: choose one of {', '.join(ARCHS)}")
     if hidden_size % heads:
         fail(f"--hidden-size {hidden_size} is not divisible by --heads {heads}")
-    from huggingface_hub.utils import disable_progress_bars
-    from transformers.utils import logging as hf_logging
-
-    disable_progress_bars()  # writing one shard needs no bar
-    hf_logging.disable_progress_bar()
+    _quiet_hub()  # writing one shard needs no bar
     with user_errors("models tiny"):
         path = build_tiny(out, arch=arch, hidden_size=hidden_size, layers=layers, heads=heads,
                           vocab_size=vocab_size, seed=seed)
     built = json.loads((path / MARKER_FILE).read_text())
     typer.echo(json.dumps({"model": str(path), "parameters": built["parameters"],
                            "vocab_size": built["vocab_size"]}))
+
+
+@models_app.command("convert")
+def convert(
+    src: Annotated[Path, typer.Argument(help="a .gguf file, or a folder holding exactly one")],
+    out: Annotated[Path, typer.Argument(help="model folder to write (reused when converted from the same file)")],
+    dtype: Annotated[str, typer.Option(help="float32 | bfloat16")] = "float32",
+) -> None:
+    """Dequantize a GGUF checkpoint into a regular model folder (safetensors, tokenizer with its chat template)
+    that every --model option reads without converting again. Prints {"model": OUT, "parameters": N}."""
+    from proctor.cli.errors import user_errors
+    from proctor.cli.options import fail
+
+    if dtype not in ("float32", "bfloat16"):
+        fail(f"--dtype {dtype!r}: choose float32 or bfloat16")
+    _quiet_hub()
+    with user_errors("models convert"):
+        from proctor.models import convert_gguf
+        from proctor.models.gguf import MARKER_FILE as CONVERTED
+
+        path = convert_gguf(src, out, dtype)
+    made = json.loads((path / CONVERTED).read_text())
+    typer.echo(json.dumps({"model": str(path), "parameters": made["parameters"], "dtype": made["dtype"]}))

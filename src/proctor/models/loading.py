@@ -3,7 +3,9 @@
 `load()` leaves the tokenizer padding on the left (what batched generation needs), guarantees a pad token,
 and keeps a locally trained fast tokenizer's ids: a folder whose `tokenizer_config.json` declares the
 generic fast class (`TokenizersBackend` / `PreTrainedTokenizerFast`) is loaded with that class, because
-`AutoTokenizer` would otherwise rebuild some model types' tokenizers (qwen2) with different ids.
+`AutoTokenizer` would otherwise rebuild some model types' tokenizers (qwen2) with different ids. `load()` and
+`load_tokenizer()` also take a GGUF checkpoint (a `.gguf` file, or a folder holding exactly one), dequantized
+into a plain model by `proctor.models.gguf`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from proctor.models.gguf import find_gguf, gguf_tokenizer, load_gguf
 
 GENERIC_FAST_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
@@ -77,6 +81,9 @@ def check_model_source(name_or_path: str | os.PathLike, *, need_config: bool = T
     name = str(name_or_path)
     local = Path(name).expanduser()
     if local.exists():
+        if need_config and find_gguf(local) is not None:
+            raise FileNotFoundError(f"{local} is a GGUF checkpoint, not a model folder; convert it once with "
+                                    f"`proctor models convert {local} OUT_DIR` and use OUT_DIR")
         if not local.is_dir():
             raise FileNotFoundError(f"{local} is a file, not a model folder")
         if need_config and not (local / "config.json").is_file():
@@ -119,6 +126,9 @@ def load_tokenizer(name_or_path: str | os.PathLike, *, trust_remote_code: bool =
     """The tokenizer of a model (see module docstring), left-padded, with a pad token."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    gguf = find_gguf(name_or_path)
+    if gguf is not None:
+        return prepare_tokenizer(gguf_tokenizer(gguf))
     name = check_model_source(name_or_path, need_config=False)
     declared = _declared_tokenizer_class(name)
     if declared in GENERIC_FAST_CLASSES and (Path(name) / "tokenizer.json").is_file():
@@ -138,6 +148,22 @@ def prepare_tokenizer(tokenizer):
     return tokenizer
 
 
+def _load_pretrained(name_or_path: str | os.PathLike, dtype: Any, trust_remote_code: bool) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM
+
+    name = check_model_source(name_or_path)
+    try:
+        tokenizer = load_tokenizer(name, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            name, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code, use_safetensors=True
+        )
+    except OSError as e:
+        if Path(name).exists():
+            raise
+        raise OSError(f"{_offline_hint(name)} ({e})") from e
+    return model, tokenizer
+
+
 def load(
     name_or_path: str | os.PathLike,
     *,
@@ -149,21 +175,14 @@ def load(
 
     `dtype`: None/"auto" (checkpoint dtype), a name ("bfloat16") or a torch dtype. `device`: None (CPU, as
     loaded), "auto", "cpu", "cuda", "cuda:1", ... Errors say what to do when a local folder is missing or
-    a hub name cannot be fetched (offline).
+    a hub name cannot be fetched (offline). A GGUF checkpoint loads dequantized (float32 unless `dtype`).
     """
-    from transformers import AutoModelForCausalLM
-
-    name = check_model_source(name_or_path)
-    local = Path(name)
-    try:
-        tokenizer = load_tokenizer(name, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(
-            name, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code, use_safetensors=True
-        )
-    except OSError as e:
-        if local.exists():
-            raise
-        raise OSError(f"{_offline_hint(name)} ({e})") from e
+    gguf = find_gguf(name_or_path)
+    if gguf is not None:
+        model, tokenizer = load_gguf(gguf, dtype)
+        tokenizer = prepare_tokenizer(tokenizer)
+    else:
+        model, tokenizer = _load_pretrained(name_or_path, dtype, trust_remote_code)
     target = resolve_device(device)
     if target is not None:
         model.to(target)
