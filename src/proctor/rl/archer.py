@@ -1,0 +1,209 @@
+"""ArCHer (Zhou et al. 2024, arXiv 2402.19446; ALGORITHMS.md §9): an off-policy utterance-level critic and a
+token-level policy gradient, readable top to bottom in `train_archer`; online CHAI is the same loop with a
+frozen LM acting through the critic (`proctor.rl.chai`).
+
+One iteration k = 1..K:
+
+1. rollouts: `rollouts_per_task` episodes per task of the current policy (every step keeps the generated ids and
+   their sampling log-probs), or, with `candidates` = K > 1, of the best of K policy samples by the critic's
+   min(Q₁, Q₂) (CHAI);
+2. the steps go into the replay buffer (`proctor.rl.replay`, columnar, saved as `replay.parquet`);
+3. `critic_updates` TD steps on uniform replay minibatches (`proctor.rl.critic.critic_loss`): Q_i towards
+   r + γ(1 − d)·V̄(s') with d = 1 only at termination (a truncated episode bootstraps), V_i towards Q̄(s, a);
+   after each step the target critic follows by Polyak averaging, ψ̄ ← τψ + (1 − τ)ψ̄;
+4. after `warmup_iterations` critic-only iterations, `actor_epochs` passes of the token-level policy gradient
+   on this iteration's steps (on-policy samples; ArCHer's code draws fresh actions at replay states instead):
+   ℓ = −A·Σ_h log π(a^h | s, a^{<h}) with A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) from the critic, on the
+   stored generated ids (`aggregation` seq-mean-token-sum; `logprob_drift` compares the sampling log-probs);
+5. the iterate is saved: `iter-k/policy` (when the actor trained), `iter-k/critic`, `iter-k/metrics.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from proctor.models.loading import resolve_device
+from proctor.progress import StageProgress
+from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
+from proctor.rl.grpo import frozen_copy
+from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.online_config import OnlineConfig
+from proctor.rl.policy_losses import Aggregation, pg_loss
+from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.replay import ReplayBuffer, Transition, transitions
+from proctor.rl.sequences import completion_logprobs
+from proctor.rl.step_rows import StepRow, fill_logprobs
+from proctor.rl.td import archer_advantage, polyak_update
+
+REPLAY_FILE = "replay.parquet"
+
+
+class ArCHerConfig(OnlineConfig):
+    """ArCHer (see module docstring); one YAML for `proctor train archer`."""
+
+    # critic
+    critic: str | None = Field(default=None, description="critic backbone (None: the policy's); same tokenizer")
+    critic_learning_rate: float = Field(default=1e-5, gt=0)
+    gamma: float = Field(default=0.95, ge=0, le=1)
+    tau: float = Field(default=0.1, gt=0, le=1, description="Polyak rate of the target critic")
+    target_heads: Literal["min", "per-head"] = Field(
+        default="min", description="min: min of the target's heads (paper); per-head: head i ← head i (code)")
+    buffer_capacity: int = Field(default=10_000, ge=1, description="transitions kept (oldest overwritten)")
+    critic_updates: int = Field(default=16, ge=0, description="critic gradient steps per iteration")
+    critic_batch_size: int = Field(default=16, ge=1)
+    warmup_iterations: int = Field(default=0, ge=0, description="first iterations train the critic only")
+    # actor
+    train_actor: bool = Field(default=True, description="False: the LM stays frozen (CHAI)")
+    actor_epochs: int = Field(default=1, ge=1, description="passes over each iteration's steps")
+    minibatch_size: int = Field(default=16, ge=1, description="steps per actor step")
+    aggregation: Aggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
+    # acting
+    candidates: int = Field(default=1, ge=1, description="K > 1: act with the best of K samples by the critic")
+    logprob_weight: float = Field(default=0.0, description="α: the critic's choice maximises Q + α·log π")
+
+
+@dataclass
+class ArCHerResult:
+    policy_dir: Path
+    critic_dir: Path
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
+    """Run `cfg.iterations` iterations of ArCHer (or online CHAI); returns the last policy and critic."""
+    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
+        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    device = resolve_device(cfg.device)
+    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
+    critic = UtteranceCritic.build(cfg.critic or cfg.policy, dtype=cfg.dtype).to(device or "cpu")
+    check_same_tokenizer(critic, tokenizer)
+    target = frozen_copy(critic)
+    opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    opt_critic = torch.optim.AdamW(trainable_parameters(critic), lr=cfg.critic_learning_rate)
+    buffer = ReplayBuffer(cfg.buffer_capacity)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    pad = tokenizer.pad_token_id
+    current, critic_dir, history = cfg.policy, cfg.output_dir, []
+    for k in range(1, cfg.iterations + 1):
+        folder = cfg.output_dir / f"iter-{k}"
+        clock = {"start": time.monotonic()}
+        # 1. rollouts of the current policy (CHAI: the critic's best of K samples)
+        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+        if cfg.candidates > 1:
+            sampler = CriticChoiceAgent(sampler, critic.eval(), tokenizer, cfg.prompt, cfg.candidates,
+                                        cfg.logprob_weight)
+        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
+        sampler.close()
+        clock["rollout"] = time.monotonic()
+        # 2. the steps into the replay buffer
+        slots = buffer.add(transitions(tokenizer, trajs, cfg.prompt, iteration=k))
+        # 3. TD updates of the critic on replay minibatches, Polyak-averaged target
+        critic_log = update_critic(cfg, critic, target, opt_critic, buffer, generator)
+        clock["critic"] = time.monotonic()
+        # 4. after the warm-up: token-level policy gradient with A = min Q − min V on this iteration's steps
+        actor_log, drift = [], None
+        if cfg.train_actor and k > cfg.warmup_iterations:
+            rows = buffer.take(slots)
+            drift = fill_logprobs(policy, None, [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs)
+                                                 for t in rows], pad, cfg.minibatch_size)
+            actor_log = update_actor(cfg, k, policy, critic, opt_policy, rows, pad)
+            current = str(save_policy(policy, tokenizer, folder / "policy"))
+        clock["actor"] = time.monotonic()
+        # 5. save the critic, the buffer and the metrics
+        critic_dir = critic.save_pretrained(folder / "critic")
+        buffer.save(cfg.output_dir / REPLAY_FILE)
+        clock["save"] = time.monotonic()
+        metrics = {"iteration": k, "rollout": rollout, "transitions": len(slots), "buffer": len(buffer),
+                   "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
+                   "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
+                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
+                              zip(("start", "rollout", "critic", "actor"), ("rollout", "critic", "actor", "save"),
+                                  strict=True)}}
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        history.append(metrics)
+    (cfg.output_dir / "summary.json").write_text(json.dumps(
+        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+    return ArCHerResult(Path(current), Path(critic_dir), history)
+
+
+# -- the stages, in the order train_archer runs them -----------------------------------------------------
+def update_critic(cfg: ArCHerConfig, critic: UtteranceCritic, target: UtteranceCritic,
+                  optimizer: torch.optim.Optimizer, buffer: ReplayBuffer, generator: torch.Generator
+                  ) -> list[dict[str, Any]]:
+    """`critic_updates` TD steps on uniform replay minibatches, each followed by the Polyak target update."""
+    critic.train()
+    steps: list[dict[str, Any]] = []
+    with StageProgress("archer critic", total=cfg.critic_updates, unit="steps", enabled=cfg.progress) as bar:
+        for _ in range(cfg.critic_updates):
+            loss, stats = critic_loss(critic, target, buffer.sample(cfg.critic_batch_size, generator), cfg.gamma,
+                                      cfg.target_heads)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable_parameters(critic), cfg.max_grad_norm or float("inf"))
+            optimizer.step()
+            polyak_update(target.parameters(), critic.parameters(), cfg.tau)
+            steps.append({"loss": loss.item(), **stats})
+            bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}")
+    critic.eval()
+    return steps
+
+
+@torch.no_grad()
+def advantages(critic: UtteranceCritic, rows: Sequence[Transition], batch_size: int) -> list[float]:
+    """A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) of every row, from the critic."""
+    critic.eval()
+    out: list[float] = []
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i:i + batch_size]
+        q, v = critic([t.prompt_ids for t in chunk], [t.action_ids for t in chunk])
+        out += archer_advantage(q, v).cpu().tolist()
+    return out
+
+
+def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: UtteranceCritic,
+                 optimizer: torch.optim.Optimizer, rows: Sequence[Transition], pad_id: int) -> list[dict[str, Any]]:
+    """`actor_epochs` shuffled passes of −A·log π over `rows` (the critic's advantages, computed once)."""
+    adv = advantages(critic, rows, cfg.minibatch_size)
+    policy.train()
+    rng = random.Random(cfg.seed * 1_000_003 + k)
+    steps: list[dict[str, Any]] = []
+    per_epoch = -(-len(rows) // cfg.minibatch_size)
+    with StageProgress("archer actor", total=cfg.actor_epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
+        for epoch in range(cfg.actor_epochs):
+            order = list(range(len(rows)))
+            rng.shuffle(order)
+            for start in range(0, len(order), cfg.minibatch_size):
+                idx = order[start:start + cfg.minibatch_size]
+                logps, mask = completion_logprobs(policy, [(rows[i].prompt_ids, rows[i].action_ids) for i in idx],
+                                                  pad_id)
+                a = torch.tensor([adv[i] for i in idx], device=logps.device)[:, None].expand_as(logps)
+                loss, stats = pg_loss(logps, a, mask, cfg.aggregation)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))
+                optimizer.step()
+                steps.append({"epoch": epoch, "loss": loss.item(), "advantage": float(a[:, 0].mean()), **stats})
+                bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}")
+    policy.eval()
+    return steps
+
+
+def summarize(steps: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Step count, first/last/mean of `key`, and the log."""
+    if not steps:
+        return {"steps": 0, "log": []}
+    values = [s[key] for s in steps]
+    return {"steps": len(steps), f"{key}_first": values[0], f"{key}_last": values[-1],
+            f"mean_{key}": sum(values) / len(values), "log": list(steps)}
