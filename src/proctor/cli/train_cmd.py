@@ -1,5 +1,6 @@
 """`proctor train ...`: train a policy from a YAML config (`sft`: supervised fine-tuning on demonstrations;
-`dpo`: online DPO against a PRM)."""
+`dpo`: online DPO against a PRM; `grpo`, `ppo`: policy gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based
+methods and online filtered BC)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import typer
 from proctor.cli.options import fail, load_yaml_config
 from proctor.cli.root import app
 
-train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO against a PRM.", no_args_is_help=True)
+train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO, GRPO/PPO, ArCHer/CHAI/filtered BC.",
+                        no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 
@@ -71,7 +73,8 @@ def dpo(
 
 
 def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None:
-    """`proctor train grpo|ppo`: validate the YAML, train, print one JSON line per iteration and the policy."""
+    """`proctor train grpo|ppo|archer|chai|fbc`: validate the YAML, train, print one JSON line per iteration (the
+    per-step logs left out) and the policy."""
     from pydantic import ValidationError
 
     from proctor.cli.errors import user_errors
@@ -79,9 +82,18 @@ def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None
     if method == "grpo":
         from proctor.rl.grpo import GRPOConfig as Config
         from proctor.rl.grpo import train_grpo as train
-    else:
+    elif method == "ppo":
         from proctor.rl.ppo import PPOConfig as Config
         from proctor.rl.ppo import train_ppo as train
+    elif method == "archer":
+        from proctor.rl.archer import ArCHerConfig as Config
+        from proctor.rl.archer import train_archer as train
+    elif method == "chai":
+        from proctor.rl.chai import CHAIConfig as Config
+        from proctor.rl.chai import train_chai as train
+    else:
+        from proctor.rl.filtered_bc import FilteredBCConfig as Config
+        from proctor.rl.filtered_bc import train_filtered_bc as train
     data = load_yaml_config(config)
     if output_dir is not None:
         data["output_dir"] = str(output_dir)
@@ -92,8 +104,8 @@ def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None
     with user_errors(str(config)):
         result = train(cfg)
     for metrics in result.iterations:
-        row = {k: v for k, v in metrics.items() if k != "train"}
-        row["train"] = {k: v for k, v in metrics["train"].items() if k != "log"}
+        row = {k: {kk: vv for kk, vv in v.items() if kk != "log"} if isinstance(v, dict) else v
+               for k, v in metrics.items()}
         typer.echo(json.dumps(row))
     typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
 
@@ -114,3 +126,31 @@ def ppo(
 ) -> None:
     """PPO with step-level rewards (env, PRM or SPA progress), a critic and token-level GAE."""
     _policy_gradient(config, output_dir, "ppo")
+
+
+@train_app.command("archer")
+def archer(
+    config: Annotated[Path, typer.Argument(help="ArCHerConfig YAML (see `proctor.rl.archer`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """ArCHer: an utterance-level TD critic (double Q and V, Polyak target, replay buffer) and a token-level
+    policy gradient with A = min Q − min V; one JSON line per iteration."""
+    _policy_gradient(config, output_dir, "archer")
+
+
+@train_app.command("chai")
+def chai(
+    config: Annotated[Path, typer.Argument(help="CHAIConfig YAML (see `proctor.rl.chai`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """Online CHAI: the frozen LM acts with the best of K samples by ArCHer's critic, which learns online."""
+    _policy_gradient(config, output_dir, "chai")
+
+
+@train_app.command("fbc")
+def fbc(
+    config: Annotated[Path, typer.Argument(help="FilteredBCConfig YAML (see `proctor.rl.filtered_bc`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """Online filtered BC: SFT on the generated steps of each iteration's best trajectories."""
+    _policy_gradient(config, output_dir, "fbc")

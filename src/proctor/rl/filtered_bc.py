@@ -1,0 +1,137 @@
+"""Online filtered behaviour cloning (ArCHer's online baseline, arXiv 2402.19446 §6; ALGORITHMS.md §9), readable
+top to bottom in `train_filtered_bc`. One iteration k = 1..K:
+
+1. rollouts: `rollouts_per_task` episodes per task of the current policy (generated ids on every step);
+2. returns R: the sum of the env's rewards (`returns: reward`, twenty_questions' −20..0), or the outcome
+   (`success` 0/1, `score`);
+3. the trajectories to clone (`proctor.rl.td.TRAJECTORY_FILTERS`): R ≥ the `keep_value`-th percentile of every
+   return so far (`keep: percentile`, ArCHer's 90; `pool: iteration` uses this iteration's returns only), of
+   the top `keep_value` fraction (`top-fraction`), or R ≥ `keep_value` (`threshold`);
+4. `epochs` passes of SFT on their steps: each step's prompt ids and the ids the policy generated (never a
+   re-tokenization), the loss on the generated ids only (`proctor.rl.sft.sft_loss`);
+5. the iterate is saved (`iter-k/policy`, `iter-k/metrics.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from proctor.credit.outcome import outcome
+from proctor.models.loading import resolve_device
+from proctor.progress import StageProgress
+from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.online_config import OnlineConfig
+from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.sft import collate, sft_loss
+from proctor.rl.sft_data import Example
+from proctor.rl.step_rows import step_row
+from proctor.rl.td import TRAJECTORY_FILTERS
+from proctor.trajectory import Trajectory
+
+
+class FilteredBCConfig(OnlineConfig):
+    """Online filtered BC (see module docstring); one YAML for `proctor train fbc`."""
+
+    returns: Literal["reward", "success", "score"] = Field(
+        default="reward", description="R: the sum of the env's rewards, or the outcome")
+    keep: Literal["percentile", "top-fraction", "threshold"] = "percentile"
+    keep_value: float = Field(default=90.0, description="the percentile, the fraction or the threshold")
+    pool: Literal["all", "iteration"] = Field(
+        default="all", description="percentile of all returns so far (ArCHer) or of this iteration's")
+    epochs: int = Field(default=1, ge=1, description="SFT passes over each iteration's kept steps")
+    batch_size: int = Field(default=8, ge=1)
+
+
+@dataclass
+class FilteredBCResult:
+    policy_dir: Path
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
+    """Run `cfg.iterations` iterations of online filtered BC (see module docstring); returns the last iterate."""
+    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
+        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=resolve_device(cfg.device))
+    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    current, history, seen = cfg.policy, [], []
+    for k in range(1, cfg.iterations + 1):
+        folder = cfg.output_dir / f"iter-{k}"
+        clock = {"start": time.monotonic()}
+        # 1. rollouts of the current policy
+        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
+        sampler.close()
+        clock["rollout"] = time.monotonic()
+        # 2-3. returns, and the trajectories whose return is high enough
+        returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
+        seen += returns.tolist()
+        pool = torch.tensor(seen, dtype=torch.float64) if cfg.pool == "all" else returns
+        kept = [t for t, keep in zip(trajs, TRAJECTORY_FILTERS.get(cfg.keep)(returns, cfg.keep_value, pool).tolist(),
+                                     strict=True) if keep]
+        # 4. SFT on the kept steps' generated ids
+        examples = [clone_example(tokenizer, t, i, cfg) for t in kept for i in range(len(t.steps))]
+        steps = clone(cfg, k, policy, optimizer, examples, tokenizer.pad_token_id)
+        clock["train"] = time.monotonic()
+        # 5. save the iterate
+        current = str(save_policy(policy, tokenizer, folder / "policy"))
+        clock["save"] = time.monotonic()
+        metrics = {"iteration": k, "rollout": rollout, "mean_return": float(returns.mean()),
+                   "kept": len(kept), "examples": len(examples),
+                   "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
+                             "log": steps},
+                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
+                              zip(("start", "rollout", "train"), ("rollout", "train", "save"), strict=True)}}
+        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        history.append(metrics)
+    (cfg.output_dir / "summary.json").write_text(json.dumps(
+        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+    return FilteredBCResult(Path(current), history)
+
+
+# -- the stages, in the order train_filtered_bc runs them ---------------------------------------------------
+def trajectory_return(traj: Trajectory, source: str) -> float:
+    return traj.total_reward if source == "reward" else outcome(traj, source)
+
+
+def clone_example(tokenizer: Any, traj: Trajectory, t: int, cfg: FilteredBCConfig) -> Example:
+    """Step t as an SFT example: its prompt ids (mask 0) and the ids the policy generated (mask 1)."""
+    row = step_row(tokenizer, traj, t, cfg.prompt)
+    return Example(row.prompt_ids + row.completion_ids, [0] * len(row.prompt_ids) + [1] * len(row.completion_ids),
+                   f"{traj.id}#{t}")
+
+
+def clone(cfg: FilteredBCConfig, k: int, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
+          examples: Sequence[Example], pad_id: int) -> list[float]:
+    """`epochs` shuffled passes of the SFT loss over `examples`; the loss of every step."""
+    policy.train()
+    device = next(policy.parameters()).device
+    rng = random.Random(cfg.seed * 1_000_003 + k)
+    losses: list[float] = []
+    per_epoch = -(-len(examples) // cfg.batch_size)
+    with StageProgress("fbc train", total=cfg.epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
+        for _ in range(cfg.epochs):
+            order = list(range(len(examples)))
+            rng.shuffle(order)
+            for start in range(0, len(order), cfg.batch_size):
+                ids, attn, mask = collate([examples[i] for i in order[start:start + cfg.batch_size]], pad_id)
+                loss, _, _ = sft_loss(policy, ids.to(device), attn.to(device), mask.to(device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))
+                optimizer.step()
+                losses.append(loss.item())
+                bar.advance(1, stats=f"loss {losses[-1]:.4f}")
+    policy.eval()
+    return losses

@@ -1,0 +1,104 @@
+"""Online CHAI (proctor.rl.chai: the critic picks among K policy samples) and online filtered BC
+(proctor.rl.filtered_bc: SFT on the generated ids of the best trajectories), and `proctor train archer|chai|fbc`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from proctor.agents.base import Agent, Candidate, Prefix
+from proctor.cli import app
+from proctor.models import load
+from proctor.rl.chai import CHAIConfig, train_chai
+from proctor.rl.critic import CriticChoiceAgent
+from proctor.rl.filtered_bc import FilteredBCConfig, clone_example, train_filtered_bc
+from proctor.rl.sequences import completion_logprobs, sequence_logprobs
+from proctor.trajectory import TrajectoryStore
+
+AGENT = {"kind": "hf", "temperature": 1.0, "max_new_tokens": 8, "prompt": {"history": 1}}
+runner = CliRunner()
+
+
+class _Fixed(Agent):
+    name = "fixed"
+
+    def act(self, prefixes, n=1):
+        return [[Candidate(f"a{i}", token_ids=[10 + i], logprobs=[-float(i)]) for i in range(n)] for _ in prefixes]
+
+
+class _Critic:
+    """Q = (id − 10) · (1, 2) for the action's one token: a2 > a1 > a0."""
+
+    def __call__(self, prompts, actions):
+        q = torch.tensor([[a[0] - 10.0, 2 * (a[0] - 10.0)] for a in actions])
+        return q, torch.zeros_like(q)
+
+
+def test_critic_choice_agent_takes_the_best_q(tiny_model_dir):
+    _, tok = load(tiny_model_dir)
+    prefix = Prefix("twenty_questions", "t", "task", "obs")
+    agent = CriticChoiceAgent(_Fixed(), _Critic(), tok, None, k=3)
+    [[best]] = agent.act([prefix])
+    assert best.action == "a2" and best.meta["critic_q"] == 2.0
+    assert [c.action for c in agent.act([prefix], n=2)[0]] == ["a2", "a1"]
+    # α = 1.5: Q + α·log π = [0, 1 − 1.5, 2 − 3] → a0
+    assert CriticChoiceAgent(_Fixed(), _Critic(), tok, None, k=3, alpha=1.5).act([prefix])[0][0].action == "a0"
+
+
+def test_chai_end_to_end_keeps_the_lm_frozen(tiny_model_dir, tmp_path):
+    cfg = CHAIConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="twenty_questions",
+                     env_kwargs={"max_steps": 2}, tasks=2, agent=AGENT, candidates=2, critic_updates=3,
+                     critic_batch_size=4, critic_learning_rate=1e-3, progress=False)
+    result = train_chai(cfg)
+    m = result.iterations[0]
+    assert m["train"]["steps"] == 0 and m["critic"]["steps"] == 3
+    assert str(result.policy_dir) == str(tiny_model_dir) and (result.critic_dir / "config.json").is_file()
+    trajs = TrajectoryStore.open(tmp_path / "run/iter-1/rollouts").load()
+    assert all(t.agent.startswith("chai(") for t in trajs)
+    with pytest.raises(ValueError, match="candidates"):
+        CHAIConfig(policy="x", output_dir=tmp_path, env="twenty_questions", candidates=1)
+
+
+def test_filtered_bc_clones_the_best_trajectories(tiny_model_dir, tmp_path):
+    cfg = FilteredBCConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="twenty_questions",
+                           env_kwargs={"max_steps": 2}, tasks=4, agent=AGENT, keep="top-fraction", keep_value=0.5,
+                           returns="reward", epochs=3, batch_size=4, learning_rate=1e-3, progress=False)
+    result = train_filtered_bc(cfg)
+    m = result.iterations[0]
+    assert 2 <= m["kept"] <= 4 and m["examples"] >= m["kept"] and m["train"]["steps"] > 0
+    # the kept steps' generated ids became more likely
+    _, tok = load(tiny_model_dir)
+    trajs = TrajectoryStore.open(tmp_path / "run/iter-1/rollouts").load()
+    examples = [clone_example(tok, t, i, cfg) for t in trajs for i in range(len(t.steps))]
+    first = clone_example(tok, trajs[0], 0, cfg)  # the prompt's ids, then the generated ids, the loss on those
+    n = len(trajs[0].steps[0].token_ids)
+    assert first.ids[-n:] == trajs[0].steps[0].token_ids and first.mask == [0] * (len(first.ids) - n) + [1] * n
+
+    def logp(folder):
+        model, _ = load(folder)
+        pairs = [(e.ids[:e.mask.index(1)], e.ids[e.mask.index(1):]) for e in examples]
+        with torch.no_grad():
+            return sequence_logprobs(*completion_logprobs(model, pairs, tok.pad_token_id)).mean()
+
+    assert logp(result.policy_dir) > logp(tiny_model_dir)
+
+
+def test_train_archer_chai_fbc_cli(tiny_model_dir, tmp_path):
+    config = tmp_path / "archer.yaml"
+    config.write_text(yaml.safe_dump({
+        "policy": str(tiny_model_dir), "output_dir": str(tmp_path / "unused"), "env": "twenty_questions",
+        "env_kwargs": {"max_steps": 2}, "tasks": 2, "agent": AGENT, "critic_updates": 2, "critic_batch_size": 2,
+        "progress": False}))
+    result = runner.invoke(app, ["train", "archer", str(config), "--output-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines[0]["iteration"] == 1 and "log" not in lines[0]["critic"] and lines[0]["train"]["steps"] > 0
+    assert lines[-1]["policy_dir"] == str(tmp_path / "run/iter-1/policy")
+    for method, field, bad in (("archer", "tau", 2.0), ("chai", "candidates", 1), ("fbc", "keep", "best")):
+        config.write_text(yaml.safe_dump({"policy": "x", "output_dir": "z", "env": "twenty_questions", field: bad}))
+        result = runner.invoke(app, ["train", method, str(config)])
+        assert result.exit_code == 2 and f"archer.yaml: field '{field}'" in result.output, (method, result.output)
