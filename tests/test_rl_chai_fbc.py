@@ -102,3 +102,16 @@ def test_train_archer_chai_fbc_cli(tiny_model_dir, tmp_path):
         config.write_text(yaml.safe_dump({"policy": "x", "output_dir": "z", "env": "twenty_questions", field: bad}))
         result = runner.invoke(app, ["train", method, str(config)])
         assert result.exit_code == 2 and f"archer.yaml: field '{field}'" in result.output, (method, result.output)
+
+
+def test_readme_archer_yaml_is_a_valid_config():
+    import re
+    from pathlib import Path
+
+    from proctor.rl.archer import ArCHerConfig
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```yaml\n(# archer\.yaml.*?)```", text, re.DOTALL)
+    assert block, "README: the archer.yaml example is gone"
+    cfg = ArCHerConfig.model_validate(yaml.safe_load(block.group(1)))
+    assert cfg.agent.model == cfg.policy and cfg.warmup_iterations == 2
