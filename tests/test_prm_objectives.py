@@ -207,6 +207,6 @@ def test_value_rendering_on_trajectories_with_admissible_actions(tokenizer):
     for i, step in enumerate(t.steps):
         step.info["admissible_actions"] = ["open door", "unlock box", f"look {i}"]
     v = render_states(tokenizer, t, [0.5, 1.0])
-    assert v.num_steps == 2 and all("Admissible actions" not in c for c in v.completions)
+    assert v.num_steps == 2 and all("admissible actions" not in c for c in v.completions)
     with pytest.raises(DataError, match="show_admissible=False"):
         render_states(tokenizer, t, [0.5, 1.0], PromptConfig(show_admissible=True))

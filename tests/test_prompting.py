@@ -6,7 +6,9 @@ import pytest
 
 from proctor.agents import Agent, Prefix, RandomAgent
 from proctor.prompts import PromptConfig
+from proctor.prompts.formats import LIST_INSTRUCTIONS
 from proctor.prompts.render import (
+    ADMISSIBLE_HEADER,
     DEFAULT_SYSTEM,
     format_action,
     prefix_at,
@@ -43,7 +45,8 @@ def test_messages_full_history_alternate_user_and_assistant():
     assert msgs[2]["content"] == "REASON: why 0\nACTION: act 0"
     assert msgs[3]["content"] == "obs 1"
     assert msgs[4]["content"] == "REASON: why 1\nACTION: act 1"
-    assert msgs[5]["content"] == "obs 2\n\nAdmissible actions:\n- go east\n- look"
+    assert msgs[5]["content"] == (f"obs 2\n\n{ADMISSIBLE_HEADER}\n- go east\n- look\n\n"
+                                  f"{LIST_INSTRUCTIONS['reason_action']}")
 
 
 def test_history_window_keeps_the_last_k_steps():
@@ -58,9 +61,9 @@ def test_history_window_keeps_the_last_k_steps():
 
 
 def test_admissible_list_only_when_asked_and_given():
-    assert "Admissible" not in render_messages(_prefix(1), PromptConfig(show_admissible=False))[-1]["content"]
-    assert "Admissible" not in render_messages(_prefix(1, admissible=None))[-1]["content"]
-    assert render_messages(_prefix(0))[-1]["content"].endswith("- go east\n- look")
+    assert "admissible" not in render_messages(_prefix(1), PromptConfig(show_admissible=False))[-1]["content"]
+    assert "admissible" not in render_messages(_prefix(1, admissible=None))[-1]["content"]
+    assert render_messages(_prefix(0))[-1]["content"].endswith(f"- go east\n- look\n\n{LIST_INSTRUCTIONS['plain']}")
 
 
 def test_custom_system_prompt_and_no_system_turn():
@@ -92,7 +95,8 @@ def test_render_prompt_uses_the_chat_template(tiny_tokenizer):
     assert text == ("<|im_start|>system\nS<|im_end|>\n"
                     "<|im_start|>user\nTask: find the key\n\nobs 0<|im_end|>\n"
                     "<|im_start|>assistant\nact 0<|im_end|>\n"
-                    "<|im_start|>user\nobs 1\n\nAdmissible actions:\n- go east\n- look<|im_end|>\n"
+                    f"<|im_start|>user\nobs 1\n\n{ADMISSIBLE_HEADER}\n- go east\n- look\n\n"
+                    f"{LIST_INSTRUCTIONS['plain']}<|im_end|>\n"
                     "<|im_start|>assistant\n")
 
 

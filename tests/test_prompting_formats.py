@@ -60,12 +60,14 @@ def test_parse_inverts_format_for_any_single_line_action(action, reason, fmt):
         ("plain", "\n  take apple 1  \nmore text", "take apple 1", None, True),
         ("plain", "", "", None, False),
         ("plain", " \n\n ", "", None, False),
+        ("plain", "- go to cabinet 1\n- look", "go to cabinet 1", None, True),  # copied with its list bullet
         # reason_action: marker case-insensitive, action ends at the line end
         ("reason_action", "reason: hungry\naction: eat apple\nREASON: again", "eat apple", "hungry", True),
         ("reason_action", "REASON: I should look around first", "", "I should look around first", False),
         ("reason_action", "go to desk 1", "go to desk 1", None, False),
         ("reason_action", "REASON: x\nACTION:", "", "x", False),
         ("reason_action", "ACTION: look", "look", None, True),
+        ("reason_action", "ACTION: - look", "look", None, True),
         # thought_action: the first Action line (a hallucinated continuation is ignored)
         ("thought_action", "Thought: t1\nAction: go north\nObservation: x\nAction: go south", "go north", "t1", True),
         ("thought_action", "Thought: only thinking", "", "only thinking", False),

@@ -9,7 +9,8 @@
 
 The reason line is left out when there is no reason. Parsers never raise: output without the format's
 action marker gives `Candidate(parsed=False)` with a best-effort action (the last non-empty line, its
-markers removed), or "" for empty output.
+markers removed), or "" for empty output. An action copied with its list bullet ("- go to fridge 1", as
+small models copy it from the admissible list) is read without it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ FORMAT_INSTRUCTIONS: dict[str, str] = {
         "Reply in two lines: 'Thought: <your reasoning>' then 'Action: <the next action>'."
     ),
     "xml": "Reply as <think>your reasoning</think> then <action>the next action</action>.",
+}
+
+#: the line after the admissible list: which reply to give (small instruct models follow it, not the system turn)
+LIST_INSTRUCTIONS: dict[str, str] = {
+    "plain": "Reply with exactly one action from the list, and nothing else.",
+    "reason_action": "Reply with 'REASON: <why>' then 'ACTION: <exactly one action from the list>'.",
+    "thought_action": "Reply with 'Thought: <your reasoning>' then 'Action: <exactly one action from the list>'.",
+    "xml": "Reply as <think>your reasoning</think> then <action>exactly one action from the list</action>.",
 }
 
 _XML_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
@@ -115,7 +124,12 @@ def read_output(text: str, fmt: str) -> Candidate:
     check_format(fmt)
     text = text or ""
     if fmt == "plain":
-        return _parse_plain(text)
-    if fmt == "xml":
-        return _parse_xml(text)
-    return _parse_marked(text, fmt)
+        cand = _parse_plain(text)
+    elif fmt == "xml":
+        cand = _parse_xml(text)
+    else:
+        cand = _parse_marked(text, fmt)
+    if cand.action.startswith("- "):
+        cand.action = cand.action[2:].strip()
+        cand.parsed = cand.parsed and bool(cand.action)
+    return cand

@@ -10,7 +10,8 @@ a_0; a_1; ...", so a short window still knows what was done, e.g. which places w
     assistant  <that step's action, written in the output format>
     user       <next observation>
     ...
-    user       <current observation>  (+ "Admissible actions:" list when the env gives them)
+    user       <current observation>  (+ the admissible actions when the env gives them, as a list under
+               `ADMISSIBLE_HEADER` and the format's "reply with exactly one action from the list" line)
 
 Past assistant turns are re-written from `Step.action`/`Step.reason` with `format_action`, so a step's
 prompt depends only on stored fields: `render_training_text(tok, traj, t)` reproduces exactly the prompt
@@ -23,12 +24,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.prompts.formats import FORMAT_INSTRUCTIONS, OutputFormat, read_output, write_output
+from proctor.prompts.formats import (
+    FORMAT_INSTRUCTIONS,
+    LIST_INSTRUCTIONS,
+    OutputFormat,
+    read_output,
+    write_output,
+)
 from proctor.prompts.turns import Candidate, Prefix
 from proctor.trajectory import Step, Trajectory
 
 #: the `Step.info` keys that describe the state before the action (what `prefix_at` puts in `Prefix.info`)
 PREFIX_INFO_KEYS: tuple[str, ...] = ("admissible_actions", "expert_action")
+
+#: introduces the admissible list. Worded as a request: SmolLM2-135M-Instruct echoes the observation under an
+#: "Admissible actions:" heading, but picks from the list under this one (README: real models)
+ADMISSIBLE_HEADER = "Choose the next action from this list of admissible actions:"
 
 DEFAULT_SYSTEM = (
     "You are an agent acting in a text environment. Each turn you see the result of your last action; "
@@ -77,7 +88,8 @@ def _current_turn(prefix: Prefix, cfg: PromptConfig) -> str:
     text = prefix.observation
     admissible = prefix.admissible_actions
     if cfg.show_admissible and admissible:
-        text += "\n\nAdmissible actions:\n" + "\n".join(f"- {a}" for a in admissible)
+        listed = "\n".join(f"- {a}" for a in admissible)
+        text += f"\n\n{ADMISSIBLE_HEADER}\n{listed}\n\n{LIST_INSTRUCTIONS[cfg.format]}"
     return text
 
 
