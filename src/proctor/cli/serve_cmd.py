@@ -48,7 +48,7 @@ def serve(
     name = served_name or model
     try:
         generator = Generator.load(model, dtype=dtype, device=device)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ImportError) as e:
         console.print(f"[red]cannot serve {model!r}:[/red] {e}")
         raise typer.Exit(code=2) from None
     auth = f"API key from ${api_key_env}" if api_key else "no API key"
