@@ -81,6 +81,9 @@ def convert_gguf(src: str | os.PathLike, out_dir: str | os.PathLike, dtype: str 
     if file is None:
         what = "not a .gguf file nor a folder holding one" if Path(src).exists() else "no such file or folder"
         raise FileNotFoundError(f"{src}: {what}")
+    from proctor.models.loading import resolve_dtype
+
+    resolve_dtype(dtype)  # an unknown name fails before the slow load
     out = Path(out_dir)
     made = {"source": str(file.resolve()), "bytes": file.stat().st_size, "dtype": dtype}
     if (out / MARKER_FILE).is_file():
