@@ -10,7 +10,13 @@ from proctor.credit.montecarlo import MCConfig
 from proctor.credit.outcome import CreditError
 from proctor.credit.registry import Sources, run_method
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.rollout.starts import CandidateConfig, candidate_actions, candidate_items, completion_items
+from proctor.rollout.starts import (
+    CandidateConfig,
+    candidate_actions,
+    candidate_items,
+    completion_items,
+    sampled_prefix_lengths,
+)
 from proctor.trajectory import Step, Trajectory
 
 ADMISSIBLE = ["go to a", "go to b", "go to c", "look", "inventory"]
@@ -59,6 +65,19 @@ def test_candidate_items_replay_the_state_then_the_candidate():
         assert cand.info == {"admissible_actions": ADMISSIBLE, "expert_action": "go to b", "candidate": True}
     with pytest.raises(ValueError, match="candidate starts are states"):
         candidate_items([src], "steps", 1, cfg)
+
+
+def test_per_source_draws_that_many_states_the_same_way_each_time():
+    src = source(n_steps=6)
+    drawn = sampled_prefix_lengths(src, "states", 2, seed=1)
+    assert len(drawn) == 2 and drawn == sorted(drawn) and set(drawn) <= set(range(6))
+    assert sampled_prefix_lengths(src, "states", 2, seed=1) == drawn
+    assert sampled_prefix_lengths(src, "states", 9, seed=1) == list(range(6))  # fewer than asked: all of them
+    assert sampled_prefix_lengths(src, "states", None, seed=1) == list(range(6))
+    assert {tuple(sampled_prefix_lengths(src, "states", 2, seed=s)) for s in range(20)} != {tuple(drawn)}
+    items = candidate_items([src], "states", 1, CandidateConfig(expert=True, random=0), per_source=2, seed=1)
+    assert sorted({dict(it.meta)["prefix_len"] for it in items}) == drawn
+    assert len(completion_items([src], "steps", 2, per_source=3, seed=0)) == 3 * 2
 
 
 def test_run_rollout_with_candidate_starts_and_resume(tmp_path):

@@ -1,7 +1,8 @@
 """`PipelineConfig`: the iterated AgentPRM loop in one validated YAML file (`proctor run CONFIG.yaml`).
 
     demonstrations → SFT → π0;  for k in 0..iterations-1:
-        roll out π_k on train tasks → per-step targets → PRM Q_k (initialised from π_k) →
+        roll out π_k on train tasks → per-step targets (or candidate-action pairs at π_k's states, completed
+        by π_k) → PRM Q_k (initialised from π_k) →
         evaluate on test tasks (π_k, search with Q_k, ...) → improve π_k against Q_k (online DPO) → π_{k+1}
     evaluate the last policy
 
@@ -71,6 +72,23 @@ class EvalSection(TaskSection):
     entries: list[EvalEntry] = Field(min_length=1)
 
 
+class CandidatesSection(_Section):
+    """PRM data from candidate actions at the policy's own states, instead of MC-Q on its rollouts: at
+    `per_source` states of each rollout, each candidate action (the expert's, the one taken, `random` other
+    admissible ones) is tried and the policy completes the episode `completions` times; the candidates' MC-Q
+    (`proctor.credit.candidates`) give Bradley–Terry pairs at a Q̃ margin ≥ `margin` (AgentPRM's relative loss
+    on action pairs of one state). The expert candidate needs an env that serves `info["expert_action"]`
+    (`expert_hints: true` in `env_kwargs`)."""
+
+    candidates: dict[str, Any] = Field(default_factory=lambda: {"expert": True, "taken": True, "random": 1},
+                                       description="proctor.rollout.starts.CandidateConfig fields")
+    completions: int = Field(default=2, ge=1)
+    per_source: int | None = Field(default=4, ge=1, description="states per rollout (None: all)")
+    margin: float = Field(default=0.2, gt=0, le=1)
+    gamma: float = Field(default=0.95, gt=0, le=1)
+    batch: int = Field(default=32, ge=1)
+
+
 class PipelineConfig(_Section):
     """The whole loop (see module docstring). Sections not given take the defaults shown."""
 
@@ -86,6 +104,9 @@ class PipelineConfig(_Section):
     iterations: int = Field(default=1, ge=0, description="policy-improvement iterations after SFT")
     rollout: TaskSection = Field(default_factory=lambda: TaskSection(split="train", samples=4))
     targets: dict[str, Any] = Field(default_factory=lambda: {"method": "mc-q", "params": {"gamma": 0.95}})
+    prm_candidates: CandidatesSection | None = Field(
+        default=None, description="train the PRM on candidate-action pairs at the policy's states (None: on "
+        "`targets` of its rollouts)")
     prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training")
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")

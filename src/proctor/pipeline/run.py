@@ -8,6 +8,8 @@ Layout of the run directory:
     iter-<k>/policy/            π_k (iteration 0: SFT on the demos; then online DPO)
     iter-<k>/rollouts/          π_k on the train tasks        (k < iterations, or k = 0)
     iter-<k>/targets/           per-step targets (+ trajectories/ with Step.targets filled)
+    iter-<k>/candidates/        (prm_candidates) candidate actions at π_k's states, completed by π_k
+    iter-<k>/candidate-pairs/   (prm_candidates) their Bradley–Terry pairs
     iter-<k>/prm/               Q_k, initialised from π_k
     iter-<k>/eval/<name>/       each evaluation (summary.json, trajectory store)
     iter-<k>/improve/           online DPO of π_k against Q_k (→ iter-<k+1>/policy)
@@ -108,7 +110,39 @@ class Pipeline:
         self.report("targets", rec)
         return out / "trajectories"
 
-    def prm(self, k: int, policy: Path, labelled: Path) -> Path:
+    def candidate_pairs(self, k: int, agent: dict[str, Any], rollouts: Path, inputs: list[Path]) -> tuple[Path, Path]:
+        """Candidate actions at π_k's states, completed by π_k, and their pairs: (pairs folder, completions)."""
+        from proctor.credit.stage import TargetsConfig, run_targets
+        from proctor.rollout import RolloutConfig, run_rollout
+
+        section = self.cfg.prm_candidates
+        assert section is not None
+        comps = self.out / f"iter-{k}" / "candidates"
+        rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
+                             batch=section.batch, seed=self.cfg.seed,
+                             start={"source": rollouts, "prefix_lengths": "states", "completions": section.completions,
+                                    "per_source": section.per_source,
+                                    "candidates": {"seed": self.cfg.seed, **section.candidates}})
+        rec = self.manifest.stage(f"iter-{k}/candidates", iteration=k, inputs=inputs + [rollouts],
+                                  outputs=[comps / "manifest.json"], config=rcfg.model_dump(mode="json"),
+                                  run=lambda: run_rollout(rcfg), result=lambda r: r.summary.to_dict())
+        self.report(f"iter-{k}/candidates", rec)
+        out = self.out / f"iter-{k}" / "candidate-pairs"
+        tcfg = TargetsConfig(method="candidate-pairs", params={"gamma": section.gamma, "margin": section.margin},
+                             input=comps, out=out, split="keep")
+        rec = self.manifest.stage(f"iter-{k}/candidate-pairs", iteration=k, inputs=[comps],
+                                  outputs=[out / "targets.parquet"], config=tcfg.model_dump(mode="json"),
+                                  run=lambda: run_targets(tcfg),
+                                  result=lambda s: {key: s.get(key) for key in ("records", "warning")})
+        self.report("candidate-pairs", rec)
+        if not rec["result"]["records"]:
+            raise ValueError(f"{out}: no candidate pairs (no two candidates of a state differ by the margin "
+                             f"{section.margin}; {rec['result']['warning'] or ''}): roll out more tasks or states")
+        return out, comps
+
+    def prm(self, k: int, policy: Path, labelled: Path, pairs_of: Path | None = None) -> Path:
+        """Q_k on `policy`: regression on the targets of the trajectories in `labelled`, or, with `pairs_of`
+        (the candidates' completions), Bradley–Terry on the pairs in `labelled`."""
         from proctor.prm.config import PRMTrainConfig
         from proctor.prm.trainer import train_prm
 
@@ -118,9 +152,14 @@ class Pipeline:
         training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
                     "dataloader_pin_memory": False,
                     **section.pop("training", {}), "output_dir": str(out)}
-        data = {"format": "trajectories", "target": self.cfg.targets.get("method", "mc-q"),
-                **section.pop("data", {}), "train": str(labelled)}
-        pcfg = PRMTrainConfig.model_validate({"loss": "bce", "seed": self.cfg.seed, **section, "model": model,
+        if pairs_of is None:
+            data = {"format": "trajectories", "target": self.cfg.targets.get("method", "mc-q"),
+                    **section.pop("data", {}), "train": str(labelled)}
+        else:
+            data = {"format": "targets", **section.pop("data", {}), "train": str(labelled),
+                    "trajectories": [str(pairs_of)]}
+        loss = "bce" if pairs_of is None else "bradley_terry"
+        pcfg = PRMTrainConfig.model_validate({"loss": loss, "seed": self.cfg.seed, **section, "model": model,
                                               "training": training, "data": data})
 
         def train() -> list[float]:
@@ -129,7 +168,7 @@ class Pipeline:
             (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
             return losses
 
-        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
+        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled, *([pairs_of] if pairs_of else [])],
                                   outputs=[out / "train_log.json"], config=pcfg.model_dump(mode="json"),
                                   run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})
@@ -202,7 +241,11 @@ class Pipeline:
             if k < cfg.iterations or cfg.iterations == 0:
                 rollouts = self.out / f"iter-{k}" / "rollouts"
                 self.rollout(f"iter-{k}/rollouts", fill(agent, policy, None), cfg.rollout, rollouts, k, [policy])
-                prm = self.prm(k, policy, self.targets(k, rollouts))
+                if cfg.prm_candidates is None:
+                    prm = self.prm(k, policy, self.targets(k, rollouts))
+                else:
+                    pairs, comps = self.candidate_pairs(k, fill(agent, policy, None), rollouts, [policy])
+                    prm = self.prm(k, policy, pairs, pairs_of=comps)
             for entry in cfg.evaluate.entries:
                 if entry.iterations is None or k in entry.iterations:
                     self.evaluate(k, entry, policy, prm)

@@ -67,13 +67,16 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
         if len(usable) < len(sources):
             log.warning("%s: %d of %d source trajectories ended in an env/agent error; not completed",
                         cfg.start.source, len(sources) - len(usable), len(sources))
-        work = completion_items(usable, cfg.start.prefix_lengths, cfg.start.completions, cfg.start.candidates)
+        work = completion_items(usable, cfg.start.prefix_lengths, cfg.start.completions, cfg.start.candidates,
+                                cfg.start.per_source, cfg.seed)
         if not work:
             raise ValueError(f"{cfg.start.source}: no prefixes to complete (no usable trajectories)")
         task_ids = sorted({t.task_id for t in usable})
         tasks, start_from = work, str(cfg.start.source.resolve())
         if cfg.start.candidates is not None:  # a different candidate set is a different run
             start_from += f"#candidates={cfg.start.candidates.model_dump_json()}"
+        if cfg.start.per_source is not None:
+            start_from += f"#per_source={cfg.start.per_source}"
     else:
         task_ids = cfg.tasks if isinstance(cfg.tasks, list) else select_tasks(spec, cfg.split, cfg.tasks)
         tasks, start_from = task_ids, None

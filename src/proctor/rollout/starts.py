@@ -41,17 +41,28 @@ def prefix_lengths_of(traj: Trajectory, which: PrefixLengths) -> list[int]:
     return sorted(set(which))
 
 
+def sampled_prefix_lengths(traj: Trajectory, which: PrefixLengths, per_source: int | None, seed: int) -> list[int]:
+    """`prefix_lengths_of(traj, which)`, or at most `per_source` of them drawn without replacement (the same
+    draw for the same (seed, source id)), in increasing order."""
+    lengths = prefix_lengths_of(traj, which)
+    if per_source is None or len(lengths) <= per_source:
+        return lengths
+    return sorted(stable_rng(seed, traj.id, "prefixes").sample(lengths, per_source))
+
+
 def completion_items(sources: Iterable[Trajectory], which: PrefixLengths, completions: int,
-                     candidates: CandidateConfig | None = None) -> list[WorkItem]:
+                     candidates: CandidateConfig | None = None, per_source: int | None = None,
+                     seed: int = 0) -> list[WorkItem]:
     """One `WorkItem` per (source, prefix length, completion index), source-major; with `candidates`, per
-    (source, state, candidate action, completion index) (`candidate_items`)."""
+    (source, state, candidate action, completion index) (`candidate_items`). `per_source`: at most that many
+    prefixes of each source, drawn with `seed` (`sampled_prefix_lengths`)."""
     if candidates is not None:
-        return candidate_items(sources, which, completions, candidates)
+        return candidate_items(sources, which, completions, candidates, per_source, seed)
     if completions < 1:
         raise ValueError(f"completions must be >= 1, got {completions}")
     items = []
     for src in sources:
-        for k in prefix_lengths_of(src, which):
+        for k in sampled_prefix_lengths(src, which, per_source, seed):
             for i in range(completions):
                 items.append(WorkItem(src.task_id, completion_sample(src.id, k, i), src.seed,
                                       start=tuple(src.steps[:k]),
@@ -116,7 +127,7 @@ def candidate_step(traj: Trajectory, t: int, action: str) -> Step:
 
 
 def candidate_items(sources: Iterable[Trajectory], which: PrefixLengths, completions: int,
-                    cfg: CandidateConfig) -> list[WorkItem]:
+                    cfg: CandidateConfig, per_source: int | None = None, seed: int = 0) -> list[WorkItem]:
     """One `WorkItem` per (source, state t, candidate a, completion index): replay the source's first t
     steps, then a, then the agent continues. `meta`: `prefix_of`, `prefix_len` = t, `candidate` = a (so
     `steps[t]` of the completion is the candidate step). `which`: the states t ('states' = 0..T−1, or a
@@ -127,7 +138,7 @@ def candidate_items(sources: Iterable[Trajectory], which: PrefixLengths, complet
         raise ValueError("candidate starts are states: use prefix_lengths 'states' or a list of t < T")
     items = []
     for src in sources:
-        for t in prefix_lengths_of(src, which):
+        for t in sampled_prefix_lengths(src, which, per_source, seed):
             for a in candidate_actions(src, t, cfg):
                 start = (*src.steps[:t], candidate_step(src, t, a))
                 meta = (("prefix_of", src.id), ("prefix_len", t), ("candidate", a))
