@@ -28,8 +28,8 @@ def toy_config(out) -> dict:
         "evaluate": {"split": "test", "tasks": 2, "entries": [
             {"name": "policy", "agent": policy},
             {"name": "best-of-2", "agent": {"kind": "best-of-n", "n": 2, "prm": "$prm", "base": policy}},
-            {"name": "beam", "iterations": [0], "search": {"method": "beam", "agent": policy, "prm": "$prm",
-                                                            "beams": 2, "expansions": 2}},
+            {"name": "beam", "iterations": [0], "tasks": 1,
+             "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},
     }
 
@@ -43,7 +43,7 @@ def test_the_loop_runs_records_lineage_resumes_and_reports(tmp_path):
     summary = run_pipeline(PipelineConfig.model_validate(toy_config(out)), lambda stage, rec: seen.append(stage))
     rows = [(r["iteration"], r["policy"]) for r in summary["results"]]
     assert rows == [(0, "policy"), (0, "best-of-2"), (0, "beam"), (1, "policy"), (1, "best-of-2")]
-    assert all(r["episodes"] == 2 for r in summary["results"])
+    assert [r["episodes"] for r in summary["results"]] == [2, 2, 1, 2, 2]  # beam: its first task only
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["stages"]["iter-0/prm"]["inputs"] == ["iter-0/policy", "iter-0/targets/trajectories"]
     assert manifest["stages"]["iter-0/improve"]["outputs"] == ["iter-1/policy/config.json"]

@@ -59,6 +59,8 @@ class EvalEntry(_Section):
     agent: dict[str, Any] | None = None
     search: dict[str, Any] | None = None
     iterations: list[int] | None = Field(default=None, description="only at these iterations (None: all)")
+    tasks: int | None = Field(default=None, ge=1, description="the first N of the evaluation's tasks, for a "
+                              "costly method (None: all of them)")
 
     @model_validator(mode="after")
     def _one(self) -> EvalEntry:

@@ -178,11 +178,12 @@ class Pipeline:
     def evaluate(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> dict[str, Any]:
         out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
         section = self.cfg.evaluate
+        tasks = min(entry.tasks, section.tasks or entry.tasks) if entry.tasks else section.tasks
         if entry.agent is not None:
             from proctor.evaluation import EvalConfig, run_eval
 
             ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name,
-                              agent=fill(entry.agent, policy, prm), split=section.split, tasks=section.tasks,
+                              agent=fill(entry.agent, policy, prm), split=section.split, tasks=tasks,
                               samples=section.samples, batch=section.batch, seed=self.cfg.seed,
                               prm=prm if "$prm" not in json.dumps(entry.agent) else None)
             run, config = (lambda: run_eval(ecfg).summary), ecfg.model_dump(mode="json")
@@ -191,7 +192,7 @@ class Pipeline:
 
             scfg = SearchRunConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out / "trajectories",
                                    search=fill(entry.search, policy, prm), split=section.split,
-                                   tasks=section.tasks, samples=section.samples, batch=section.batch,
+                                   tasks=tasks, samples=section.samples, batch=section.batch,
                                    seed=self.cfg.seed)
             run, config = (lambda: _search_summary(run_search(scfg), out, entry.name)), scfg.model_dump(mode="json")
         rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
