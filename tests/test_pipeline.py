@@ -80,10 +80,11 @@ def test_config_errors_name_the_field(tmp_path):
 def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_path):
     cfg = toy_config(tmp_path / "run")
     cfg["env_kwargs"] = {"preset": "small", "max_steps": 16, "expert_hints": True}
-    cfg["sft"] = {**cfg["sft"], "steps": 400, "learning_rate": 1e-2}  # memorises the demos' tasks: wins some
     cfg["iterations"] = 0
-    cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}, "completions": 1, "per_source": 3,
-                             "margin": 0.5}
+    # completed by an expert/random mixture (the untrained policy never wins); the PRM on the starting model
+    cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}, "completions": 2, "per_source": 3,
+                             "margin": 0.5, "agent": {"kind": "epsilon", "epsilon": 0.5}}
+    cfg["prm"]["model"] = {"backbone": "$model"}
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][1:2]
     summary = run_pipeline(PipelineConfig.model_validate(cfg))
     assert [r["policy"] for r in summary["results"]] == ["best-of-2"]
@@ -93,5 +94,6 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
     assert start["per_source"] == 3 and start["source"].endswith("iter-0/rollouts")
     assert stages["iter-0/candidate-pairs"]["result"]["records"] > 0
     assert stages["iter-0/candidate-pairs"]["config"]["method"] == "candidate-pairs"
-    assert stages["iter-0/prm"]["inputs"] == ["iter-0/policy", "iter-0/candidate-pairs", "iter-0/candidates"]
+    assert stages["iter-0/candidates"]["config"]["agent"]["kind"] == "epsilon"
+    assert stages["iter-0/prm"]["inputs"] == ["model", "iter-0/candidate-pairs", "iter-0/candidates"]
     assert stages["iter-0/prm"]["config"]["loss"] == "bradley_terry"

@@ -84,6 +84,8 @@ class CandidatesSection(_Section):
 
     candidates: dict[str, Any] = Field(default_factory=lambda: {"expert": True, "taken": True, "random": 1},
                                        description="proctor.rollout.starts.CandidateConfig fields")
+    agent: dict[str, Any] | None = Field(default=None, description="who completes the episodes after a candidate "
+                                         "(an agent config; None: the policy, i.e. MC-Q of π_k)")
     completions: int = Field(default=2, ge=1)
     per_source: int | None = Field(default=4, ge=1, description="states per rollout (None: all)")
     margin: float = Field(default=0.2, gt=0, le=1)
@@ -109,7 +111,8 @@ class PipelineConfig(_Section):
     prm_candidates: CandidatesSection | None = Field(
         default=None, description="train the PRM on candidate-action pairs at the policy's states (None: on "
         "`targets` of its rollouts)")
-    prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training")
+    prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training; "
+                                "model.backbone defaults to `$policy` (π_k), `$model` is the starting model")
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
     evaluate: EvalSection

@@ -57,6 +57,7 @@ class Pipeline:
         self.report = report or (lambda stage, payload: None)
         self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed)
         self.results: list[dict[str, Any]] = []
+        self.model_dir: str | None = None  # the starting model, once `model()` has run
 
     # -- stages -----------------------------------------------------------------------------------
     def model(self) -> str:
@@ -148,7 +149,8 @@ class Pipeline:
 
         out = self.out / f"iter-{k}" / "prm"
         section = dict(self.cfg.prm)
-        model = {"head": "scalar", "dtype": "float32", **section.pop("model", {}), "backbone": str(policy)}
+        model = {"head": "scalar", "dtype": "float32", "backbone": "$policy", **section.pop("model", {})}
+        model["backbone"] = {"$policy": str(policy), "$model": self.model_dir}.get(model["backbone"], model["backbone"])
         training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
                     "dataloader_pin_memory": False,
                     **section.pop("training", {}), "output_dir": str(out)}
@@ -168,7 +170,8 @@ class Pipeline:
             (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
             return losses
 
-        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled, *([pairs_of] if pairs_of else [])],
+        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k,
+                                  inputs=[Path(model["backbone"]), labelled, *([pairs_of] if pairs_of else [])],
                                   outputs=[out / "train_log.json"], config=pcfg.model_dump(mode="json"),
                                   run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})
@@ -231,7 +234,7 @@ class Pipeline:
 
         quiet_library_progress()
         cfg = self.cfg
-        model = self.model()
+        model = self.model_dir = self.model()
         demos = self.out / "demos"
         self.rollout("demos", cfg.demos.agent, cfg.demos, demos, 0, [])
         policy = self.out / "iter-0" / "policy"
@@ -245,7 +248,8 @@ class Pipeline:
                 if cfg.prm_candidates is None:
                     prm = self.prm(k, policy, self.targets(k, rollouts))
                 else:
-                    pairs, comps = self.candidate_pairs(k, fill(agent, policy, None), rollouts, [policy])
+                    completer = cfg.prm_candidates.agent or agent
+                    pairs, comps = self.candidate_pairs(k, fill(completer, policy, None), rollouts, [policy])
                     prm = self.prm(k, policy, pairs, pairs_of=comps)
             for entry in cfg.evaluate.entries:
                 if entry.iterations is None or k in entry.iterations:
