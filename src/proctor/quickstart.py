@@ -47,12 +47,12 @@ def _household() -> dict[str, Any]:
         "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
         "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
         "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
-                    "batch_size": 8, "epochs": 2},
+                    "batch_size": 8, "epochs": 2, "margin": 0.05},
         "evaluate": {"split": "test", "tasks": 100, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": _policy(1.0)},
             {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
                                                        "base": _policy(1.0)}},
-            {"name": "beam 2x2 (PRM Q0)", "iterations": [0],
+            {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": 50,
              "search": {"method": "beam", "agent": _policy(1.0), "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},
     }
