@@ -25,6 +25,7 @@ def toy_config(out) -> dict:
         "rollout": {"split": "train", "tasks": 3, "samples": 2},
         "prm": {"training": {"max_steps": 3, "per_device_train_batch_size": 4}},
         "improve": {"tasks": 2, "n_actions": 2, "batch_size": 4},
+        "monitor": {"states": 2, "completions": 2},
         "evaluate": {"split": "test", "tasks": 2, "entries": [
             {"name": "policy", "agent": policy},
             {"name": "best-of-2", "agent": {"kind": "best-of-n", "n": 2, "prm": "$prm", "base": policy}},
@@ -49,6 +50,13 @@ def test_the_loop_runs_records_lineage_resumes_and_reports(tmp_path):
     assert manifest["stages"]["iter-0/improve"]["outputs"] == ["iter-1/policy/config.json"]
     assert (out / "iter-1" / "policy" / "model.safetensors").exists()
     assert seen[:3] == ["model", "demos", "sft"] and "improve" in seen
+    # the reward-hacking monitor: success, the PRM's score of the policy's actions, their MC re-labels
+    assert [m["iteration"] for m in summary["monitor"]] == [0, 1] and (out / "monitor.png").stat().st_size > 0
+    for m in summary["monitor"]:
+        assert m["relabelled"] == 2 and m["completions"] == 4 and 0 <= m["mc_q_mean"] <= 1
+        assert m["drift"] == pytest.approx(m["prm_mean_relabelled"] - m["mc_q_mean"])
+        assert m["success_rate"] == next(r["success_rate"] for r in summary["results"]
+                                         if r["iteration"] == m["iteration"] and r["policy"] == "policy")
     # resume: everything is recorded, nothing runs again
     seen.clear()
     again = run_pipeline(PipelineConfig.model_validate(toy_config(out)), lambda stage, rec: seen.append(stage))
@@ -67,6 +75,8 @@ def test_config_errors_name_the_field(tmp_path):
     bad["evaluate"]["entries"][0] = {"name": "x"}
     with pytest.raises(ValueError, match="give exactly one of agent and search"):
         PipelineConfig.model_validate(bad)
+    with pytest.raises(ValueError, match="monitor.entry: no evaluation entry 'nope'"):
+        PipelineConfig.model_validate({**toy_config(tmp_path), "monitor": {"entry": "nope"}})
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({**toy_config(tmp_path), "model": {}}))
     from typer.testing import CliRunner
 
@@ -86,6 +96,7 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
                              "margin": 0.5, "agent": {"kind": "epsilon", "epsilon": 0.5}}
     cfg["prm"]["model"] = {"backbone": "$model"}
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][1:2]
+    del cfg["monitor"]
     summary = run_pipeline(PipelineConfig.model_validate(cfg))
     assert [r["policy"] for r in summary["results"]] == ["best-of-2"]
     stages = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]

@@ -48,6 +48,7 @@ def _household() -> dict[str, Any]:
         "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
         "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
                     "batch_size": 8, "epochs": 2, "margin": 0.05},
+        "monitor": {"states": 30, "completions": 2},
         "evaluate": {"split": "test", "tasks": 100, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": _policy(1.0)},
             {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
@@ -92,6 +93,8 @@ def _scaled(data: dict[str, Any], scale: float) -> dict[str, Any]:
 
     for name in ("demos", "rollout", "improve", "evaluate"):
         down(data[name], "tasks")
+    down(data["monitor"], "states")
+    data["improve"]["margin"] = 0.0  # a barely trained PRM scores the candidates within any margin
     down(data["sft"], "steps")
     down(data["prm"]["training"], "max_steps")
     return data

@@ -18,6 +18,11 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
         console.print(f"[bold]eval[/] iteration {record['iteration']}  {record['policy']:<28} success "
                       f"{record.get('success_rate', 0):6.1%} [{lo:.2f}, {hi:.2f}]  mean steps "
                       f"{record.get('mean_steps', 0):.1f}  ({record['dir']})", highlight=False)
+    elif stage == "monitor":
+        console.print(f"[bold]monitor[/] iteration {record['iteration']}  success {record['success_rate']:.1%}  PRM "
+                      f"score of its actions {record['prm_mean_relabelled']:.3f}, MC re-label "
+                      f"{record['mc_q_mean']:.3f} ({record['relabelled']} pairs): drift {record['drift']:+.3f}",
+                      highlight=False)
     else:
         console.print(f"[bold]{stage}[/] done in {record.get('seconds', 0):.1f} s", highlight=False)
 

@@ -12,10 +12,13 @@ Agent configs in `evaluate` may use the placeholders `$policy` (the iteration's 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from proctor.pipeline.monitor import MonitorSection
 
 
 class _Section(BaseModel):
@@ -116,3 +119,25 @@ class PipelineConfig(_Section):
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
     evaluate: EvalSection
+    monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
+                                           "iteration's evaluation (proctor.pipeline.monitor; None: off)")
+
+    @model_validator(mode="after")
+    def _monitored_entry(self) -> PipelineConfig:
+        if self.monitor is not None:
+            self.monitored_entry()
+        return self
+
+    def monitored_entry(self) -> EvalEntry:
+        """The evaluation entry the monitor re-labels: `monitor.entry`, or the first entry whose agent does not
+        use the PRM (the policy itself; its evaluation is scored by the PRM)."""
+        assert self.monitor is not None
+        for e in self.evaluate.entries:
+            plain = e.agent is not None and "$prm" not in json.dumps(e.agent)
+            if (e.name == self.monitor.entry) if self.monitor.entry else plain:
+                if not plain:
+                    raise ValueError(f"monitor.entry: {e.name!r} uses the PRM; the monitor re-labels the "
+                                     "policy's own actions (an agent entry without $prm)")
+                return e
+        raise ValueError(f"monitor.entry: no evaluation entry {self.monitor.entry!r}" if self.monitor.entry
+                         else "monitor: no evaluation entry of the policy itself (an agent without $prm)")

@@ -12,7 +12,9 @@ Layout of the run directory:
     iter-<k>/candidate-pairs/   (prm_candidates) their Bradley–Terry pairs
     iter-<k>/prm/               Q_k, initialised from π_k
     iter-<k>/eval/<name>/       each evaluation (summary.json, trajectory store)
+    iter-<k>/monitor/           (monitor) MC re-labels of the evaluated policy's actions
     iter-<k>/improve/           online DPO of π_k against Q_k (→ iter-<k+1>/policy)
+    monitor.png                 (monitor) success, PRM score and MC re-labels by iteration
     summary.json                the results table of every evaluation, by iteration
 """
 
@@ -205,6 +207,23 @@ class Pipeline:
         self.report("eval", row)
         return row
 
+    def monitor(self, k: int, agent: dict[str, Any], policy: Path, prm: Path) -> dict[str, Any]:
+        """The reward-hacking monitor on iteration k's evaluation of the policy (`proctor.pipeline.monitor`)."""
+        from proctor.pipeline.monitor import relabel
+
+        cfg = self.cfg.monitor
+        assert cfg is not None
+        scored = self.out / f"iter-{k}" / "eval" / _slug(self.cfg.monitored_entry().name) / "scored"
+        out = self.out / f"iter-{k}" / "monitor"
+        rec = self.manifest.stage(f"iter-{k}/monitor", iteration=k, inputs=[scored, policy, prm],
+                                  outputs=[out / "manifest.json"], config=cfg.model_dump(mode="json"),
+                                  run=lambda: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs,
+                                                      agent=agent, cfg=cfg, seed=self.cfg.seed),
+                                  result=lambda r: r)
+        row = {"iteration": k, **rec["result"]}
+        self.report("monitor", row)
+        return row
+
     def improve(self, k: int, policy: Path, prm: Path) -> Path:
         from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
 
@@ -241,6 +260,7 @@ class Pipeline:
         self.sft(model, demos, policy)
         agent = {**cfg.policy_agent, "model": "$policy"}
         prm: Path | None = None
+        monitor: list[dict[str, Any]] = []
         for k in range(cfg.iterations + 1):
             if k < cfg.iterations or cfg.iterations == 0:
                 rollouts = self.out / f"iter-{k}" / "rollouts"
@@ -254,9 +274,16 @@ class Pipeline:
             for entry in cfg.evaluate.entries:
                 if entry.iterations is None or k in entry.iterations:
                     self.evaluate(k, entry, policy, prm)
+            watched = cfg.monitored_entry() if cfg.monitor is not None else None
+            if watched is not None and prm is not None and (watched.iterations is None or k in watched.iterations):
+                monitor.append(self.monitor(k, fill(agent, policy, None), policy, prm))
             if k < cfg.iterations:
                 policy = self.improve(k, policy, prm)
-        summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results,
+        if monitor:
+            from proctor.pipeline.monitor import monitor_png
+
+            monitor_png(monitor, self.out / "monitor.png")
+        summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results, "monitor": monitor,
                    "stages_seconds": {key: rec["seconds"] for key, rec in self.manifest.data["stages"].items()}}
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return summary

@@ -149,8 +149,8 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
         clock["pairs"] = time.monotonic()
         sampler.close()
         if not pairs:
-            raise RuntimeError(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
-                               "a tie: the policy proposed equally scored actions); raise n_actions or the "
+            raise ValueError(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
+                               "a tie: the policy proposed actions scored within `margin`); raise n_actions or the "
                                "agent's temperature")
         # 5. reference = this iteration's starting weights (the previous iterate), frozen
         ref_c, ref_r = reference_logprobs(policy, pairs, tokenizer.pad_token_id, cfg.batch_size, cfg.average)

@@ -1,0 +1,96 @@
+"""The reward-hacking monitor of `proctor run`: does the PRM still tell the truth about the policy it trains?
+
+AgentPRM (§4) saw test success fall from 82% to 70% over iterations while the PRM's score of the policy's own
+actions rose. After each iteration's evaluation of the policy, `monitor` records, on the same episodes:
+
+- `success_rate`: true env success;
+- `prm_mean`: the PRM's mean score of the actions the policy took (the evaluation's `Step.scores`);
+- `mc_q_mean`: Monte-Carlo re-labels of a sample of those (state, action) pairs: one step t per episode of the
+  first `states` tasks, a_t replayed and the policy completing the episode `completions` times
+  (`proctor.rollout` candidate starts), Q̃(s_t, a_t) = (mean γ^(T−1−t)·R + 1)/2 (`proctor.credit.candidates`,
+  the scale of MC-Q targets);
+- `drift` = mean over those pairs of (PRM score − Q̃): above 0, the PRM over-rates the policy's actions.
+
+`monitor_png` plots the three rates against the iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MonitorSection(BaseModel):
+    """Where and how much to re-label (see module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entry: str | None = Field(default=None, description="the evaluation entry that is the policy (None: the "
+                              "first entry with an agent)")
+    states: int = Field(default=30, ge=1, description="re-labelled (state, action) pairs: one per episode of the "
+                        "first N tasks")
+    completions: int = Field(default=2, ge=1, description="policy completions per pair")
+    gamma: float = Field(default=0.95, gt=0, le=1)
+    batch: int = Field(default=32, ge=1)
+    score_key: str = "prm"
+
+
+def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, Any], agent: dict[str, Any],
+            cfg: MonitorSection, seed: int) -> dict[str, Any]:
+    """Re-label `cfg.states` (state, action) pairs of the scored episodes in `scored_store` by the policy's
+    completions (written to `out`); returns the monitor's record for this iteration."""
+    from proctor.credit.candidates import candidate_q
+    from proctor.credit.montecarlo import MCConfig
+    from proctor.rollout import RolloutConfig, run_rollout
+    from proctor.trajectory import TrajectoryStore
+
+    episodes = TrajectoryStore.open(scored_store).load()
+    rcfg = RolloutConfig(env=env, env_kwargs=env_kwargs, agent=agent, out=out, tasks=cfg.states, batch=cfg.batch,
+                         seed=seed, start={"source": scored_store, "prefix_lengths": "states", "per_source": 1,
+                                           "completions": cfg.completions,
+                                           "candidates": {"expert": False, "taken": True, "random": 0}})
+    comps = run_rollout(rcfg).store.load()
+    by_id = {t.id: t for t in episodes}
+    pairs = []
+    for e in candidate_q(comps, MCConfig(gamma=cfg.gamma)):
+        score = by_id[e.source_id].steps[e.step].scores.get(cfg.score_key)
+        if score is None:
+            raise ValueError(f"{scored_store}: trajectory {e.source_id} step {e.step} has no score "
+                             f"{cfg.score_key!r} (evaluate the policy with a PRM)")
+        pairs.append((float(score), e.q))
+    steps = [s.scores.get(cfg.score_key) for t in episodes for s in t.steps]
+    steps = [x for x in steps if x is not None]
+    return {"episodes": len(episodes), "success_rate": sum(t.success for t in episodes) / len(episodes),
+            "prm_mean": sum(steps) / len(steps) if steps else None, "relabelled": len(pairs),
+            "prm_mean_relabelled": sum(p for p, _ in pairs) / len(pairs),
+            "mc_q_mean": sum(q for _, q in pairs) / len(pairs),
+            "drift": sum(p - q for p, q in pairs) / len(pairs), "completions": len(comps)}
+
+
+def monitor_png(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """True success, the PRM's mean score of the policy's actions and their MC re-labels, by iteration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    its = [r["iteration"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=120)
+    for key, label, color in (("success_rate", "test success", "#16a34a"),
+                              ("prm_mean", "PRM score of the policy's actions", "#dc2626"),
+                              ("mc_q_mean", "MC re-label Q̃ of those actions", "#2563eb")):
+        ax.plot(its, [r[key] for r in rows], marker="o", label=label, color=color, linewidth=2)
+    ax.set_xticks(its)
+    ax.set_xlabel("iteration")
+    ax.set_ylim(0, 1)
+    ax.set_title("reward-hacking monitor", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
