@@ -28,3 +28,15 @@ def test_scale_shrinks_sizes_but_not_below_one(tmp_path):
 def test_unknown_env_is_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no quickstart preset for env 'nope'"):
         pipeline_config(QuickstartConfig(env="nope", out=tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["twenty_questions", "arithmetic"])
+def test_generating_presets_run_end_to_end(env, tmp_path):
+    from proctor.quickstart import run_quickstart
+
+    summary = run_quickstart(QuickstartConfig(env=env, out=tmp_path / "run", scale=0.02))
+    assert [(r["iteration"], r["policy"]) for r in summary["results"]] == [
+        (0, "policy"), (0, "best-of-4 (PRM Q0)"), (0, "beam 2x2 (PRM Q0)"), (1, "policy"), (1, "best-of-4 (PRM Q0)")]
+    assert [m["iteration"] for m in summary["monitor"]] == [0, 1]
+    assert (tmp_path / "run" / "report.html").exists()

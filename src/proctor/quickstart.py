@@ -24,9 +24,27 @@ from proctor.pipeline import PipelineConfig, run_pipeline
 _PROMPT: dict[str, Any] = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 
 
-def _policy(temperature: float, model: str = "$policy") -> dict[str, Any]:
-    """The choice policy: the admissible actions ranked by the model's log-likelihood, sampled at `temperature`."""
-    return {"kind": "choice", "model": model, "temperature": temperature, "prompt": _PROMPT}
+def _policy(temperature: float, kind: str = "choice", prompt: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The policy π_k as an agent: `choice` ranks the env's admissible actions by the model's log-likelihood,
+    `hf` generates the action (envs without admissible lists); sampled at `temperature`."""
+    return {"kind": kind, "model": "$policy", "temperature": temperature, "prompt": prompt or _PROMPT}
+
+
+def _loop(policy: dict[str, Any], eval_tasks: int, beam_tasks: int) -> dict[str, Any]:
+    """What every preset shares: one iteration, MC-Q targets, the monitor, and the evaluations (π_k,
+    best-of-4(π_k, Q0), and beam search 2×2 with Q0 at iteration 0 on the first `beam_tasks`)."""
+    return {
+        "policy_agent": {k: v for k, v in policy.items() if k != "model"},
+        "iterations": 1,
+        "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
+        "monitor": {"states": 30, "completions": 2},
+        "evaluate": {"split": "test", "tasks": eval_tasks, "samples": 1, "batch": 50, "entries": [
+            {"name": "policy", "agent": policy},
+            {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm", "base": policy}},
+            {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": beam_tasks,
+             "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
+        ]},
+    }
 
 
 def _household() -> dict[str, Any]:
@@ -41,26 +59,48 @@ def _household() -> dict[str, Any]:
         "demos": {"agent": {"kind": "expert", "expert": "search"}, "split": "train", "tasks": 2000},
         "sft": {"steps": 1200, "batch_size": 6, "learning_rate": 3e-3, "examples": "steps",
                 "context_weight": 0.2, "prompt": _PROMPT},
-        "policy_agent": {"kind": "choice", "temperature": 1.0, "prompt": _PROMPT},
-        "iterations": 1,
         "rollout": {"split": "train", "tasks": 40, "samples": 4, "batch": 32},
-        "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
         "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
         "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
                     "batch_size": 8, "epochs": 2, "margin": 0.05},
-        "monitor": {"states": 30, "completions": 2},
-        "evaluate": {"split": "test", "tasks": 100, "samples": 1, "batch": 50, "entries": [
-            {"name": "policy", "agent": _policy(1.0)},
-            {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm",
-                                                       "base": _policy(1.0)}},
-            {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": 50,
-             "search": {"method": "beam", "agent": _policy(1.0), "prm": "$prm", "beams": 2, "expansions": 2}},
-        ]},
+        **_loop(_policy(1.0), eval_tasks=100, beam_tasks=50),
     }
 
 
+def _generating(env: str, expert: str, max_steps: int, history: int | None) -> dict[str, Any]:
+    """An env without admissible lists (the policy generates its action with the `hf` agent): the household
+    recipe's model and SFT, smaller rollouts (generation is slower than ranking). Not yet tuned: the sizes run
+    the loop end to end; how much the policy and the PRM learn at them is not measured."""
+    prompt = {"history": history, "memory": history is not None, "show_admissible": False, "system": ""}
+    policy = {**_policy(1.0, "hf", prompt), "max_new_tokens": 24}
+    return {
+        "env": env,
+        "env_kwargs": {"max_steps": max_steps},
+        "model": {"tiny": {"hidden_size": 128, "layers": 4, "heads": 4, "vocab_size": 3000}},
+        "demos": {"agent": {"kind": "expert", "expert": expert}, "split": "train", "tasks": 1000},
+        "sft": {"steps": 800, "batch_size": 6, "learning_rate": 3e-3, "examples": "steps",
+                "context_weight": 0.2, "prompt": prompt},
+        "rollout": {"split": "train", "tasks": 24, "samples": 4, "batch": 32},
+        "prm": {"training": {"max_steps": 100, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
+        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
+                    "batch_size": 8, "epochs": 2, "margin": 0.05},
+        **_loop(policy, eval_tasks=50, beam_tasks=20),
+    }
+
+
+def _twenty_questions() -> dict[str, Any]:
+    """Twenty questions (ArCHer's task): questions from the information-gain expert; 20 turns."""
+    return _generating("twenty_questions", "infogain", max_steps=20, history=4)
+
+
+def _arithmetic() -> dict[str, Any]:
+    """Stepwise arithmetic word problems: one calculation per step from the solver expert."""
+    return _generating("arithmetic", "solver", max_steps=8, history=None)
+
+
 #: env name → preset (a `PipelineConfig` without `out`/`seed`)
-PRESETS: dict[str, Callable[[], dict[str, Any]]] = {"household": _household}
+PRESETS: dict[str, Callable[[], dict[str, Any]]] = {"household": _household, "twenty_questions": _twenty_questions,
+                                                    "arithmetic": _arithmetic}
 
 
 class QuickstartConfig(BaseModel):
