@@ -1,5 +1,5 @@
-"""The fields every online trainer of the ArCHer family shares (`archer`, `chai`, `fbc`): the policy, the env and
-tasks its rollouts run on, its agent, and the optimiser of the policy."""
+"""The fields the online trainers share (`ppo`, and the ArCHer family: `archer`, `chai`, `fbc`): the policy, the
+env and tasks its rollouts run on, its agent, and the optimiser of the policy."""
 
 from __future__ import annotations
 

@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from proctor.agents.registry import AgentConfig
 from proctor.credit.outcome import outcome
 from proctor.credit.progress import compose_rewards
 from proctor.models.loading import resolve_device
@@ -44,7 +43,8 @@ from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
 from proctor.rl.grpo import frozen_copy, summarize_steps
-from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
+from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.online_config import OnlineConfig
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss, value_loss
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
@@ -53,22 +53,11 @@ from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
 
 
-class PPOConfig(BaseModel):
-    """Step-reward PPO (see module docstring); one YAML for `proctor train ppo`."""
+class PPOConfig(OnlineConfig):
+    """Step-reward PPO (see module docstring); one YAML for `proctor train ppo`. The policy, env, rollout and
+    optimiser fields are `OnlineConfig`'s."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    policy: str = Field(description="the starting policy: a model folder or hub name")
-    output_dir: Path = Field(description="a new or empty folder")
-    env: str
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    env_module: str | None = None
-    split: str = "train"
-    tasks: int | list[str] | None = None
     rollouts_per_task: int = Field(default=4, ge=1)
-    batch: int = Field(default=8, ge=1, description="envs stepped together")
-    workers: int = Field(default=0, ge=0)
-    agent: AgentConfig = Field(description="the policy's agent config; its `model` is filled in (default hf)")
     # rewards
     reward: Literal["env", "prm", "spa"] = "env"
     prm: Path | None = Field(default=None, description="PRM (reward prm) or progress estimator (reward spa)")
@@ -83,7 +72,6 @@ class PPOConfig(BaseModel):
     gamma: float = Field(default=0.99, ge=0, le=1)
     lam: float = Field(default=0.95, ge=0, le=1)
     whiten_advantages: bool = True
-    iterations: int = Field(default=1, ge=1)
     ppo_epochs: int = Field(default=2, ge=1)
     minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step")
     clip_low: float = Field(default=0.2, gt=0)
@@ -92,34 +80,12 @@ class PPOConfig(BaseModel):
     aggregation: Aggregation = "token-mean"
     kl_coef: float = Field(default=0.0, ge=0)
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
-    learning_rate: float = Field(default=1e-6, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    lora: dict[str, Any] | None = None
-    dtype: str | None = None
-    device: str | None = "auto"
-    seed: int = 0
-    progress: bool = True
-
-    @model_validator(mode="before")
-    @classmethod
-    def _agent_on_policy(cls, data: Any) -> Any:
-        return agent_on_policy(data)
-
-    @field_validator("agent")
-    @classmethod
-    def _samples_from_a_model(cls, v: Any) -> Any:
-        return check_samples_from_model(v)
 
     @model_validator(mode="after")
     def _prm_when_needed(self) -> PPOConfig:
         if self.reward in ("prm", "spa") and self.prm is None:
             raise ValueError(f"reward {self.reward!r} needs `prm` (a PRM / progress estimator folder)")
         return self
-
-    @property
-    def prompt(self) -> PromptConfig:
-        return getattr(self.agent, "prompt", None) or PromptConfig()
 
 
 @dataclass
