@@ -65,6 +65,11 @@ def main() -> None:
     parser.add_argument("--hidden-size", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--model-dir", default=None, help="default: a cache folder per model size in the temp dir")
+    parser.add_argument("--model", default=None, help="an existing model folder instead (e.g. an SFT policy that "
+                        "acts: the untrained tiny model's answers are all invalid and run to --max-new-tokens)")
+    parser.add_argument("--prompt", default=None, help="PromptConfig as JSON (default: {\"history\": --history});"
+                        " use the one the --model policy was trained with")
+    parser.add_argument("--preset", default=None, help="household size preset (default: the env's)")
     parser.add_argument("--history", type=int, default=None, help="prompt keeps the last K steps (default all)")
     parser.add_argument("--prefix-cache", type=int, default=64,
                         help="episodes whose KV cache the agent keeps between steps (0: off)")
@@ -80,13 +85,14 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model_dir = build_tiny(
+    model_dir = Path(args.model) if args.model else build_tiny(
         args.model_dir or os.path.join(tempfile.gettempdir(), f"proctor-bench-tiny-{args.hidden_size}x{args.layers}"),
         hidden_size=args.hidden_size, layers=args.layers, heads=max(1, args.hidden_size // 32))
-    agent = HFAgent(str(model_dir), prompt={"history": args.history}, temperature=1.0, seed=0,
+    prompt = json.loads(args.prompt) if args.prompt else {"history": args.history}
+    agent = HFAgent(str(model_dir), prompt=prompt, temperature=1.0, seed=0,
                     max_new_tokens=args.max_new_tokens, device=args.device, prefix_cache=args.prefix_cache)
     params = sum(p.numel() for p in agent.model.parameters())
-    spec = EnvSpec("household", {"max_steps": args.max_steps})
+    spec = EnvSpec("household", {"max_steps": args.max_steps, **({"preset": args.preset} if args.preset else {})})
     tasks = select_tasks(spec, "test", max(args.episodes, args.sequential_episodes))
     runs: dict[str, list[dict[str, Any]]] = {"batched": [], "sequential": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +106,7 @@ def main() -> None:
         "bench": "rollout_throughput",
         "env": "household",
         "model": {"dir": str(model_dir), "parameters": params, "device": str(agent.model.device),
-                  "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "prompt_history": args.history,
+                  "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "prompt": prompt, "preset": args.preset,
                   "prefix_cache": args.prefix_cache},
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
