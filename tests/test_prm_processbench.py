@@ -18,6 +18,7 @@ from proctor.prm.processbench import (
     protocol,
     report,
     stratified_head,
+    sweep_threshold,
 )
 from proctor.prm.scoring import PRMScorer
 
@@ -53,6 +54,19 @@ def test_protocol_hand_computed():
     r2 = protocol("toy", [s for s, _ in CASES], [y for _, y in CASES], threshold=0.35)
     assert r2.predicted == [2, -1, 0, -1, -1, 0]
     assert (r2.acc_error, r2.acc_correct) == pytest.approx((2 / 3, 2 / 3))
+
+
+def test_threshold_sweep_picks_the_f1_best_and_the_lowest_of_ties():
+    scores, labels = [s for s, _ in CASES], [y for _, y in CASES]
+    best, curve = sweep_threshold(scores, labels, grid=[0.35, 0.5, 0.65])
+    # 0.35: as in test_protocol_hand_computed, acc 2/3 and 2/3 → F1 2/3; 0.5: F1 4/9;
+    # 0.65: predictions [2, -1, 0, -1, 0, 0] → erroneous 2 of 3 right, correct 1 of 3 → F1 4/9
+    assert [t for t, _ in curve] == [0.35, 0.5, 0.65]
+    assert [f for _, f in curve] == pytest.approx([2 / 3, 4 / 9, 4 / 9])
+    assert best == 0.35
+    assert sweep_threshold(scores, labels, grid=[0.5, 0.65])[0] == 0.5  # a tie: the lower threshold
+    with pytest.raises(ValueError, match="both erroneous and fully correct"):
+        sweep_threshold([[0.9, 0.1]], [1])
 
 
 def test_protocol_partial_and_average():
@@ -104,6 +118,13 @@ def test_eval_cli_end_to_end_on_processbench(shared_data, tiny_prm_dir, tmp_path
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     detail = json.loads(out.read_text())
+    assert all(len(sc) == len(ex.completions) for f in files for sc, ex in zip(
+        detail["predictions"][f.stem]["scores"], load_solutions(f, limit), strict=True))
+    tuned = CliRunner().invoke(app, [*args, "--tune-on", str(files[0])])
+    assert tuned.exit_code == 0, tuned.output
+    tuned_summary = json.loads(tuned.stdout.strip().splitlines()[-1])
+    assert tuned_summary["tuned_on"] == str(files[0]) and 0 < tuned_summary["threshold"] < 1
+    assert tuned_summary["files"][files[1].stem]["threshold"] == tuned_summary["threshold"]
     scorer = PRMScorer(ProcessRewardModel.from_pretrained(tiny_prm_dir), batch_size=1)
     for f in files:
         all_rows = read_json_records(f)

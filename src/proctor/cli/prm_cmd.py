@@ -179,6 +179,9 @@ def evaluate(
     gamma: Annotated[float, typer.Option(help="ranking: the MC-Q discount")] = 0.95,
     bootstrap: Annotated[int, typer.Option(help="bootstrap resamples (over tasks) for intervals")] = 1000,
     threshold: Annotated[float, typer.Option(help="a step scored below this is predicted wrong")] = 0.5,
+    tune_on: Annotated[Path | None, typer.Option(
+        help="choose the threshold on this ProcessBench file (the F1-best of 0.01..0.99), apply it to the others")
+    ] = None,
     limit: Annotated[int | None, typer.Option(
         help="evaluate N solutions per file, with the file's mix of erroneous and correct ones")] = None,
     batch_size: Annotated[int, typer.Option()] = 8,
@@ -198,21 +201,35 @@ def evaluate(
         fail("prm eval: give --processbench FILE or --trajectories STORE")
     from rich.console import Console
 
-    from proctor.prm.processbench import evaluate_solutions, load_solutions, report, results_table
+    from proctor.prm.processbench import (
+        evaluate_solutions,
+        load_solutions,
+        report,
+        results_table,
+        score_solutions,
+        sweep_threshold,
+    )
     from proctor.progress import StageProgress
 
     with user_errors("prm eval"):
         _check_prm_folder(model)
         solutions = {f: load_solutions(f, limit) for f in processbench}  # every file read before the model
+        tuning = load_solutions(tune_on, limit) if tune_on is not None else []
         scorer = _scorer(model, batch_size)
-    total = sum(len(v) for v in solutions.values())
+    total = sum(len(v) for v in solutions.values()) + len(tuning)
+    tuned: dict[str, object] = {}
     with user_errors("prm eval"), StageProgress("prm eval", total=total, unit="solutions") as bar:
+        if tune_on is not None:
+            threshold, curve = sweep_threshold(score_solutions(scorer, tuning, bar),
+                                               [int(ex.meta["first_error"]) for ex in tuning])
+            tuned = {"threshold": threshold, "tuned_on": str(tune_on), "f1_on_tuning_file": dict(curve)[threshold]}
         results = [evaluate_solutions(scorer, f.stem, ex, threshold, progress=bar) for f, ex in solutions.items()]
     Console(stderr=True).print(results_table(results))
-    summary = {"model": str(model), **report(results)}
+    summary = {"model": str(model), **tuned, **report(results)}
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        detail = {r.name: {"ids": r.ids, "labels": r.labels, "predicted": r.predicted} for r in results}
+        detail = {r.name: {"ids": r.ids, "labels": r.labels, "predicted": r.predicted, "scores": r.scores}
+                  for r in results}
         output.write_text(json.dumps({**summary, "predictions": detail}, indent=2))
     typer.echo(json.dumps(summary))
 

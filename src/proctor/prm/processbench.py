@@ -10,7 +10,8 @@ every step is correct. The protocol, per file:
    over the fully correct ones, F1 = 2·acc_error·acc_correct / (acc_error + acc_correct)
    (`proctor.prm.metrics.processbench_f1`).
 
-The paper's summary over several files is the mean of their F1s. Solutions are read with
+A threshold can be chosen on one file and applied to others (`sweep_threshold`: the F1-best of a grid; the
+paper tunes it per PRM). The paper's summary over several files is the mean of their F1s. Solutions are read with
 `proctor.prm.data.read_processbench` (all steps kept; the problem is the prompt).
 """
 
@@ -42,10 +43,11 @@ class ProcessBenchResult:
     predicted: list[int] = field(repr=False)
     labels: list[int] = field(repr=False)
     ids: list[str] = field(repr=False)
+    scores: list[list[float]] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The numbers without the per-solution lists."""
-        return {k: v for k, v in asdict(self).items() if k not in ("predicted", "labels", "ids")}
+        return {k: v for k, v in asdict(self).items() if k not in ("predicted", "labels", "ids", "scores")}
 
 
 def first_errors(step_scores: Sequence[Sequence[float]], threshold: float = 0.5) -> list[int]:
@@ -83,7 +85,23 @@ def protocol(
         predicted=predicted,
         labels=list(labels),
         ids=list(ids) if ids is not None else [str(i) for i in range(len(labels))],
+        scores=[list(map(float, x)) for x in step_scores],
     )
+
+
+#: thresholds `sweep_threshold` tries by default: 0.01, 0.02, ..., 0.99
+THRESHOLD_GRID = tuple(round(0.01 * k, 2) for k in range(1, 100))
+
+
+def sweep_threshold(step_scores: Sequence[Sequence[float]], labels: Sequence[int],
+                    grid: Sequence[float] = THRESHOLD_GRID) -> tuple[float, list[tuple[float, float | None]]]:
+    """The threshold of `grid` with the highest F1 on these solutions (the lowest of tied ones), and every
+    (threshold, F1) tried; pure. Needs both erroneous and fully correct solutions (else F1 is undefined)."""
+    if not any(y == -1 for y in labels) or not any(y != -1 for y in labels):
+        raise ValueError("a threshold sweep needs both erroneous and fully correct solutions")
+    curve = [(t, processbench_f1(first_errors(step_scores, t), labels, partial=True)["f1"]) for t in grid]
+    best = max(curve, key=lambda tf: (tf[1], -tf[0]))
+    return best[0], curve
 
 
 def stratified_head(labels: Sequence[int], limit: int) -> list[int]:
