@@ -92,8 +92,8 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
     cfg["env_kwargs"] = {"preset": "small", "max_steps": 16, "expert_hints": True}
     cfg["iterations"] = 0
     # completed by an expert/random mixture (the untrained policy never wins); the PRM on the starting model
-    cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}, "completions": 2, "per_source": 3,
-                             "margin": 0.5, "agent": {"kind": "epsilon", "epsilon": 0.5}}
+    cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}, "completions": 2, "per_source": 8,
+                             "margin": 0.2, "agent": {"kind": "epsilon", "epsilon": 0.2}}
     cfg["prm"]["model"] = {"backbone": "$model"}
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][1:2]
     del cfg["monitor"]
@@ -102,7 +102,7 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
     stages = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
     assert "iter-0/targets" not in stages
     start = stages["iter-0/candidates"]["config"]["start"]
-    assert start["per_source"] == 3 and start["source"].endswith("iter-0/rollouts")
+    assert start["per_source"] == 8 and start["source"].endswith("iter-0/rollouts")
     assert stages["iter-0/candidate-pairs"]["result"]["records"] > 0
     assert stages["iter-0/candidate-pairs"]["config"]["method"] == "candidate-pairs"
     assert stages["iter-0/candidates"]["config"]["agent"]["kind"] == "epsilon"
