@@ -80,6 +80,22 @@ def test_per_source_draws_that_many_states_the_same_way_each_time():
     assert len(completion_items([src], "steps", 2, per_source=3, seed=0)) == 3 * 2
 
 
+def test_starts_depend_on_the_source_task_and_sample_not_its_id():
+    """A re-run stores the same episodes under fresh ids: its completions and draws must not change."""
+    a, b = source(n_steps=6), source(n_steps=6)
+    b.id = "another-run-id"
+    cfg = CandidateConfig(expert=False, random=2, seed=3)
+    assert candidate_actions(a, 2, cfg) == candidate_actions(b, 2, cfg)
+    assert sampled_prefix_lengths(a, "states", 2, seed=1) == sampled_prefix_lengths(b, "states", 2, seed=1)
+
+    def keys(src):
+        return [(it.task_id, it.sample) for it in candidate_items([src], "states", 2, cfg, per_source=2, seed=1)]
+
+    assert keys(a) == keys(b)
+    assert [it.sample for it in completion_items([a], "steps", 2)] == \
+        [it.sample for it in completion_items([b], "steps", 2)]
+
+
 def test_run_rollout_with_candidate_starts_and_resume(tmp_path):
     env = {"max_steps": 10}
     policy = {"kind": "epsilon", "epsilon": 0.5, "seed": 1}

@@ -2,9 +2,9 @@
 or K completions per stored prefix, worker processes or Ray actors, timeouts, resume, progress and the
 summary table. The stage entry point is `run_rollout(RolloutConfig)`."""
 
+from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.config import RolloutConfig, StartConfig
 from proctor.rollout.engine import AgentFailing, plan, rollout
-from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.pools import make_pool
 from proctor.rollout.run import RolloutResult, run_rollout, select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize, summary_table, wilson_interval

@@ -21,7 +21,7 @@ class StartConfig(BaseModel):
         default="steps", description="'steps': k = 1..T (Math-Shepherd); 'states': k = 0..T-1; or a list of k")
     completions: int = Field(default=4, ge=1, description="completions per prefix")
     per_source: int | None = Field(default=None, ge=1, description="at most this many prefixes per source "
-                                   "trajectory, drawn at random (seeded by the run seed and the source id)")
+                                   "trajectory, drawn at random (seeded by the run seed and the source's task and sample)")
     candidates: CandidateConfig | None = Field(
         default=None, description="at each state t (prefix_lengths 'states' or t < T), try these actions first")
 

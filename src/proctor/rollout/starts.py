@@ -41,13 +41,19 @@ def prefix_lengths_of(traj: Trajectory, which: PrefixLengths) -> list[int]:
     return sorted(set(which))
 
 
+def source_key(traj: Trajectory) -> str:
+    """What a source is across runs: its (task, sample), not its id (a fresh uuid per run). Completion sample
+    numbers and random draws derive from it, so the same seed gives the same completions."""
+    return f"{traj.task_id}/{traj.sample}"
+
+
 def sampled_prefix_lengths(traj: Trajectory, which: PrefixLengths, per_source: int | None, seed: int) -> list[int]:
     """`prefix_lengths_of(traj, which)`, or at most `per_source` of them drawn without replacement (the same
-    draw for the same (seed, source id)), in increasing order."""
+    draw for the same (seed, task, sample): a re-run draws the same states), in increasing order."""
     lengths = prefix_lengths_of(traj, which)
     if per_source is None or len(lengths) <= per_source:
         return lengths
-    return sorted(stable_rng(seed, traj.id, "prefixes").sample(lengths, per_source))
+    return sorted(stable_rng(seed, source_key(traj), "prefixes").sample(lengths, per_source))
 
 
 def completion_items(sources: Iterable[Trajectory], which: PrefixLengths, completions: int,
@@ -64,7 +70,7 @@ def completion_items(sources: Iterable[Trajectory], which: PrefixLengths, comple
     for src in sources:
         for k in sampled_prefix_lengths(src, which, per_source, seed):
             for i in range(completions):
-                items.append(WorkItem(src.task_id, completion_sample(src.id, k, i), src.seed,
+                items.append(WorkItem(src.task_id, completion_sample(source_key(src), k, i), src.seed,
                                       start=tuple(src.steps[:k]),
                                       meta=(("prefix_of", src.id), ("prefix_len", k))))
     return items
@@ -74,7 +80,8 @@ def completion_items(sources: Iterable[Trajectory], which: PrefixLengths, comple
 class CandidateConfig(BaseModel):
     """Which actions to try at each chosen state s_t of a source (`StartConfig.candidates`): the env's
     expert action, the action the source took, and/or `random` other admissible actions (drawn without
-    replacement, per (seed, source id, t)). Duplicates are tried once."""
+    replacement, per (seed, the source's task and sample, t): reproducible across runs). Duplicates are tried
+    once."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -107,7 +114,7 @@ def candidate_actions(traj: Trajectory, t: int, cfg: CandidateConfig) -> list[st
         out.append(traj.steps[t].action)
     if cfg.random:
         others = sorted(set(map(str, info.get("admissible_actions") or ())) - set(out))
-        out += stable_rng(cfg.seed, traj.id, t).sample(others, min(cfg.random, len(others)))
+        out += stable_rng(cfg.seed, source_key(traj), t).sample(others, min(cfg.random, len(others)))
     return out
 
 
@@ -142,6 +149,7 @@ def candidate_items(sources: Iterable[Trajectory], which: PrefixLengths, complet
             for a in candidate_actions(src, t, cfg):
                 start = (*src.steps[:t], candidate_step(src, t, a))
                 meta = (("prefix_of", src.id), ("prefix_len", t), ("candidate", a))
-                items += [WorkItem(src.task_id, candidate_sample(src.id, t, a, i), src.seed, start=start, meta=meta)
+                items += [WorkItem(src.task_id, candidate_sample(source_key(src), t, a, i), src.seed, start=start,
+                                   meta=meta)
                           for i in range(completions)]
     return items
