@@ -31,14 +31,13 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from proctor.models.loading import resolve_device
 from proctor.progress import StageProgress
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.grpo import frozen_copy
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_losses import Aggregation, pg_loss
-from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.replay import ReplayBuffer, Transition, transitions
 from proctor.rl.sequences import completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs
@@ -80,12 +79,7 @@ class ArCHerResult:
 
 def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     """Run `cfg.iterations` iterations of ArCHer (or online CHAI); returns the last policy and critic."""
-    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
-        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
-    device = resolve_device(cfg.device)
-    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
+    policy, tokenizer, device = start_run(cfg)
     critic = UtteranceCritic.build(cfg.critic or cfg.policy, dtype=cfg.dtype).to(device or "cpu")
     check_same_tokenizer(critic, tokenizer)
     target = frozen_copy(critic)

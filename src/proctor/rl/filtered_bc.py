@@ -26,11 +26,10 @@ import torch
 from pydantic import Field
 
 from proctor.credit.outcome import outcome
-from proctor.models.loading import resolve_device
 from proctor.progress import StageProgress
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
-from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.sft import collate, sft_loss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row
@@ -59,11 +58,7 @@ class FilteredBCResult:
 
 def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
     """Run `cfg.iterations` iterations of online filtered BC (see module docstring); returns the last iterate."""
-    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
-        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
-    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=resolve_device(cfg.device))
+    policy, tokenizer, _ = start_run(cfg)
     optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     current, history, seen = cfg.policy, [], []
     for k in range(1, cfg.iterations + 1):

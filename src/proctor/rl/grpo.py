@@ -37,14 +37,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.agents.registry import AgentConfig
-from proctor.models.loading import resolve_device
 from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
 from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
-from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.sequences import completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
@@ -116,11 +115,7 @@ class GRPOResult:
 
 def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     """Run `cfg.iterations` iterations of GRPO / GiGPO (see module docstring); returns the last iterate."""
-    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
-        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
-    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=resolve_device(cfg.device))
+    policy, tokenizer, _ = start_run(cfg)
     reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     pad = tokenizer.pad_token_id

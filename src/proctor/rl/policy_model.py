@@ -59,3 +59,18 @@ def save_policy(model: torch.nn.Module, tokenizer: Any, folder: str | os.PathLik
         model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
+
+
+def start_run(cfg: Any) -> tuple[torch.nn.Module, Any, str | None]:
+    """A trainer's first steps: refuse a non-empty `cfg.output_dir` (trainers do not resume) and create it, seed
+    torch with `cfg.seed`, load the starting policy `cfg.policy` (LoRA, dtype, device as the config says).
+    Returns (policy, tokenizer, device)."""
+    from proctor.models.loading import resolve_device
+
+    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
+        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    device = resolve_device(cfg.device)
+    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
+    return policy, tokenizer, device

@@ -36,7 +36,6 @@ from pydantic import Field, model_validator
 
 from proctor.credit.outcome import outcome
 from proctor.credit.progress import compose_rewards
-from proctor.models.loading import resolve_device
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
@@ -47,7 +46,7 @@ from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss, value_loss
-from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.sequences import collate_completions, completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
@@ -97,12 +96,7 @@ class PPOResult:
 
 def train_ppo(cfg: PPOConfig) -> PPOResult:
     """Run `cfg.iterations` iterations of step-reward PPO (see module docstring); returns the last iterate."""
-    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
-        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
-    device = resolve_device(cfg.device)
-    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
+    policy, tokenizer, device = start_run(cfg)
     critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False, dtype=cfg.dtype)
     critic.to(device or "cpu")
     scorer = PRMScorer(ProcessRewardModel.from_pretrained(cfg.prm, device=device)) if cfg.prm else None
