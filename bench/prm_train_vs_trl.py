@@ -3,9 +3,11 @@
     python bench/prm_train_vs_trl.py [--train-tasks 200] [--eval-tasks 60] [--epochs 2] [--batch 8]
 
 TRL removed PRMTrainer after 1.13, so the script installs `trl==1.13.0` (import path
-`trl.experimental.prm`) into its own virtual environment (`--venv`, default ~/.cache/proctor/trl113), made
-with `--system-site-packages` and `pip install --no-deps`, so it runs on this machine's torch and
-transformers. Same data (the `arithmetic` env's noisy solver, ground-truth step labels), same tiny model,
+`trl.experimental.prm`) into its own folder (`--trl-dir`, default ~/.cache/proctor/trl113, `pip install
+--no-deps --target`) and runs TRL with this interpreter and that folder first on PYTHONPATH, so it uses the
+same torch and transformers (also when this python is itself a virtual environment's).
+Same data (the `arithmetic` env's noisy solver with ground-truth step labels, or `--processbench FILE`'s
+solutions through their first wrong step), same tiny model,
 same tokenization (proctor's TRL mode reproduces TRL's tokenize_row, checked here by the token counts),
 same batch size, learning rate and epochs; the two-class token-classification head with cross-entropy.
 TRL's PRMConfig defaults to gradient checkpointing and bf16 autocast; both are turned off so that both
@@ -60,16 +62,19 @@ print("RESULT " + json.dumps({"trl_version": trl.__version__,
 """
 
 
-def trl_python(venv: Path) -> Path:
-    """The venv's python with trl==1.13.0 importable (created on first use)."""
-    py = venv / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    probe = [str(py), "-c", "import trl, sys; sys.exit(trl.__version__ != sys.argv[1])", TRL_VERSION]
-    if subprocess.run(probe, capture_output=True, check=False).returncode != 0:
-        pip = [str(py), "-m", "pip", "install", "-q", "--no-deps", f"trl=={TRL_VERSION}"]
+def trl_dir(target: Path) -> Path:
+    """A folder holding trl==1.13.0 (installed without dependencies on first use)."""
+    probe = [sys.executable, "-c", "import trl, sys; sys.exit(trl.__version__ != sys.argv[1])", TRL_VERSION]
+    if subprocess.run(probe, capture_output=True, check=False, env=_trl_env(target)).returncode != 0:
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target", str(target),
+               f"trl=={TRL_VERSION}"]
         subprocess.run(pip, check=True)
-    return py
+    return target
+
+
+def _trl_env(target: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONNOUSERSITE": "1",
+            "PYTHONPATH": os.pathsep.join([str(target), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
 def arithmetic_examples(split: str, tasks: int, samples: int, workdir: Path):
@@ -102,6 +107,17 @@ def arithmetic_examples(split: str, tasks: int, samples: int, workdir: Path):
     ]
 
 
+def processbench_examples(path: Path, first: int, count: int):
+    """ProcessBench solutions `first`..`first + count` of a file as training examples: the steps through the first
+    wrong one (what is labelled: correct before it, wrong at it; every step of a fully correct solution)."""
+    from proctor.prm.data import read_processbench
+
+    rows = read_processbench(path, through_first_error=True)
+    if len(rows) < first + count:
+        raise SystemExit(f"{path}: {len(rows)} solutions, fewer than the {first + count} asked for")
+    return rows[first:first + count]
+
+
 def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path) -> dict:
     from proctor.prm.config import PRMTrainConfig
     from proctor.prm.scoring import PRMScorer
@@ -112,7 +128,7 @@ def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path)
             "model": {"backbone": str(model), "head": "classification", "dtype": "float32"},
             "tokenization": {"mode": "trl", "step_separator": "\n", "max_length": args.max_length},
             "loss": "ce",
-            "data": {"train": str(train)},
+            "data": {"train": str(train), "unlabelled_rows": "keep"},  # as TRL: a row truncated to no label stays
             "packing": packing,
             "seed": args.seed,
             "training": {
@@ -146,7 +162,7 @@ def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path)
     }
 
 
-def run_trl(args, py: Path, model: Path, train: Path, evals: Path, out: Path) -> dict:
+def run_trl(args, trl: Path, model: Path, train: Path, evals: Path, out: Path) -> dict:
     spec = out / "trl_args.json"
     out.mkdir(parents=True, exist_ok=True)
     spec.write_text(
@@ -166,9 +182,8 @@ def run_trl(args, py: Path, model: Path, train: Path, evals: Path, out: Path) ->
     )
     script = out / "trl_run.py"
     script.write_text(TRL_SCRIPT)
-    env = {**os.environ, "PYTHONNOUSERSITE": "1"}
     res = subprocess.run(
-        [str(py), str(script), str(spec)], capture_output=True, text=True, env=env, check=False
+        [sys.executable, str(script), str(spec)], capture_output=True, text=True, env=_trl_env(trl), check=False
     )
     lines = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
     if res.returncode != 0 or not lines:
@@ -192,7 +207,10 @@ def main() -> None:
     ap.add_argument(
         "--pack-width", type=int, default=128, help="packed row length (arithmetic rows are ≤ 120)"
     )
-    ap.add_argument("--venv", type=Path, default=Path.home() / ".cache" / "proctor" / "trl113")
+    ap.add_argument("--trl-dir", type=Path, default=Path.home() / ".cache" / "proctor" / "trl113")
+    ap.add_argument("--processbench", type=Path, default=None, help="train on this ProcessBench file's solutions "
+                    "(e.g. ../shared/data/processbench/math.json: hundreds of tokens each, varied lengths) instead "
+                    "of arithmetic rollouts; --train-tasks / --eval-tasks count its solutions")
     args = ap.parse_args()
 
     import torch
@@ -201,11 +219,15 @@ def main() -> None:
     from proctor.prm.data import write_stepwise
 
     work = Path(tempfile.mkdtemp(prefix="prm_vs_trl_"))
-    py = trl_python(args.venv)
+    trl = trl_dir(args.trl_dir)
     model = build_tiny(work / "model", hidden_size=args.hidden, layers=args.layers, heads=4, seed=args.seed)
     start = time.perf_counter()
-    train = arithmetic_examples("train", args.train_tasks, args.samples, work / "rollouts")
-    evals = arithmetic_examples("test", args.eval_tasks, args.samples, work / "rollouts")
+    if args.processbench is None:
+        train = arithmetic_examples("train", args.train_tasks, args.samples, work / "rollouts")
+        evals = arithmetic_examples("test", args.eval_tasks, args.samples, work / "rollouts")
+    else:
+        train = processbench_examples(args.processbench, 0, args.train_tasks)
+        evals = processbench_examples(args.processbench, args.train_tasks, args.eval_tasks)
     data_s = time.perf_counter() - start
     write_stepwise(train, work / "train.jsonl")
     (work / "train_trl.jsonl").write_text("".join(json.dumps(ex.to_trl()) + "\n" for ex in train))
@@ -215,7 +237,7 @@ def main() -> None:
     for _ in range(args.repeats):  # interleaved; the fastest repeat of each counts (shared machines)
         this = {
             "trl": lambda: run_trl(
-                args, py, model, work / "train_trl.jsonl", work / "eval_trl.jsonl", work / "trl"
+                args, trl, model, work / "train_trl.jsonl", work / "eval_trl.jsonl", work / "trl"
             ),
             "proctor_padded": lambda: run_proctor(
                 args, model, work / "train.jsonl", evals, False, work / "pad"
@@ -241,6 +263,7 @@ def main() -> None:
         json.dumps(
             {
                 "data": {
+                    "source": str(args.processbench or "arithmetic noisy-solver rollouts"),
                     "train_examples": len(train),
                     "eval_examples": len(evals),
                     "train_steps": len(labels),
