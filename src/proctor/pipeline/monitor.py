@@ -11,12 +11,11 @@ actions rose. After each iteration's evaluation of the policy, `monitor` records
   the scale of MC-Q targets);
 - `drift` = mean over those pairs of (PRM score − Q̃): above 0, the PRM over-rates the policy's actions.
 
-`monitor_png` plots the three rates against the iteration.
+`proctor.evaluation.plots.monitor_png` plots the three rates against the iteration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +60,8 @@ def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, An
             raise ValueError(f"{scored_store}: trajectory {e.source_id} step {e.step} has no score "
                              f"{cfg.score_key!r} (evaluate the policy with a PRM)")
         pairs.append((float(score), e.q))
+    if not pairs:
+        raise ValueError(f"{scored_store}: no (state, action) pair to re-label (the evaluated episodes have no steps)")
     steps = [s.scores.get(cfg.score_key) for t in episodes for s in t.steps]
     steps = [x for x in steps if x is not None]
     return {"episodes": len(episodes), "success_rate": sum(t.success for t in episodes) / len(episodes),
@@ -68,29 +69,3 @@ def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, An
             "prm_mean_relabelled": sum(p for p, _ in pairs) / len(pairs),
             "mc_q_mean": sum(q for _, q in pairs) / len(pairs),
             "drift": sum(p - q for p, q in pairs) / len(pairs), "completions": len(comps)}
-
-
-def monitor_png(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """True success, the PRM's mean score of the policy's actions and their MC re-labels, by iteration."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    its = [r["iteration"] for r in rows]
-    fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=120)
-    for key, label, color in (("success_rate", "test success", "#16a34a"),
-                              ("prm_mean", "PRM score of the policy's actions", "#dc2626"),
-                              ("mc_q_mean", "MC re-label Q̃ of those actions", "#2563eb")):
-        ax.plot(its, [r[key] for r in rows], marker="o", label=label, color=color, linewidth=2)
-    ax.set_xticks(its)
-    ax.set_xlabel("iteration")
-    ax.set_ylim(0, 1)
-    ax.set_title("reward-hacking monitor", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path

@@ -280,7 +280,7 @@ class Pipeline:
             if k < cfg.iterations:
                 policy = self.improve(k, policy, prm)
         if monitor:
-            from proctor.pipeline.monitor import monitor_png
+            from proctor.evaluation.plots import monitor_png
 
             monitor_png(monitor, self.out / "monitor.png")
         summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results, "monitor": monitor,

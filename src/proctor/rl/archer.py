@@ -20,7 +20,6 @@ One iteration k = 1..K:
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from pydantic import Field
 from proctor.progress import StageProgress
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.grpo import frozen_copy
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_losses import Aggregation, pg_loss
@@ -121,14 +121,9 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
         metrics = {"iteration": k, "rollout": rollout, "transitions": len(slots), "buffer": len(buffer),
                    "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
                    "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
-                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
-                              zip(("start", "rollout", "critic", "actor"), ("rollout", "critic", "actor", "save"),
-                                  strict=True)}}
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        history.append(metrics)
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+                   "wall_s": stage_seconds(clock)}
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return ArCHerResult(Path(current), Path(critic_dir), history)
 
 

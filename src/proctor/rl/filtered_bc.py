@@ -14,7 +14,6 @@ top to bottom in `train_filtered_bc`. One iteration k = 1..K:
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pydantic import Field
 
 from proctor.credit.outcome import outcome
 from proctor.progress import StageProgress
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
@@ -86,12 +86,9 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
                    "kept": len(kept), "examples": len(examples),
                    "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
                              "log": steps},
-                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
-                              zip(("start", "rollout", "train"), ("rollout", "train", "save"), strict=True)}}
-        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        history.append(metrics)
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+                   "wall_s": stage_seconds(clock)}
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return FilteredBCResult(Path(current), history)
 
 

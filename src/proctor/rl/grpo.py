@@ -24,7 +24,6 @@ token-level one of the chosen reply, as for generated actions.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import random
 import time
@@ -41,6 +40,7 @@ from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
@@ -143,14 +143,9 @@ def train_grpo(cfg: GRPOConfig) -> GRPOResult:
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, **adv_stats, "samples": len(samples),
                    "logprob_drift": drift, "train": summarize_steps(steps),
-                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
-                              zip(("start", "rollout", "advantages", "train"), ("rollout", "advantages", "train", "save"),
-                                  strict=True)}}
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        history.append(metrics)
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+                   "wall_s": stage_seconds(clock)}
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return GRPOResult(Path(current), history)
 
 

@@ -23,7 +23,6 @@ One iteration k = 1..K:
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
 from proctor.rl.grpo import frozen_copy, summarize_steps
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.pairs import prompt_ids
@@ -135,13 +135,9 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "steps": len(flat), "logprob_drift": drift,
                    "mean_turn_reward": sum(map(sum, rewards)) / len(flat), "train": summarize_ppo(steps),
-                   "wall_s": {s: round(clock[s] - clock[p], 3) for p, s in
-                              zip(("start", "rollout", "advantages", "train"), ("rollout", "advantages", "train", "save"),
-                                  strict=True)}}
-        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
-        history.append(metrics)
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+                   "wall_s": stage_seconds(clock)}
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return PPOResult(Path(current), Path(critic_dir), history)
 
 
