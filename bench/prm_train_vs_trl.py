@@ -211,6 +211,7 @@ def main() -> None:
     ap.add_argument("--processbench", type=Path, default=None, help="train on this ProcessBench file's solutions "
                     "(e.g. ../shared/data/processbench/math.json: hundreds of tokens each, varied lengths) instead "
                     "of arithmetic rollouts; --train-tasks / --eval-tasks count its solutions")
+    ap.add_argument("--no-padded", action="store_true", help="skip the padded proctor run (only packed vs TRL)")
     args = ap.parse_args()
 
     import torch
@@ -246,12 +247,14 @@ def main() -> None:
                 args, model, work / "train.jsonl", evals, True, work / "pack"
             ),
         }
+        if args.no_padded:
+            del this["proctor_padded"]
         for name, run in this.items():
             r = run()
             if name not in runs or r["train_runtime_s"] < runs[name]["train_runtime_s"]:
                 runs[name] = r
     params = runs["proctor_packed"].pop("params")
-    runs["proctor_padded"].pop("params")
+    runs.get("proctor_padded", {}).pop("params", None)
     for r in runs.values():
         r["tokens_per_s"] = r["tokens"] / r["train_runtime_s"]
     if len({r["tokens"] for r in runs.values()}) != 1:
@@ -283,7 +286,9 @@ def main() -> None:
                 "load_average_1min": os.getloadavg()[0],
                 "runs": runs,
                 "speedup_packed_vs_trl": runs["proctor_packed"]["tokens_per_s"] / runs["trl"]["tokens_per_s"],
-                "speedup_padded_vs_trl": runs["proctor_padded"]["tokens_per_s"] / runs["trl"]["tokens_per_s"],
+                "speedup_padded_vs_trl": runs["proctor_padded"]["tokens_per_s"] / runs["trl"]["tokens_per_s"]
+                if "proctor_padded" in runs
+                else None,
                 "accuracy_packed_minus_trl": runs["proctor_packed"]["eval_step_accuracy"]
                 - runs["trl"]["eval_step_accuracy"],
             },

@@ -2,7 +2,7 @@
 
     python bench/rollout_throughput.py [--batch 16] [--episodes 32] [--sequential-episodes 4] [--max-steps 8]
                                        [--hidden-size 64] [--layers 2] [--history K] [--prefix-cache N]
-                                       [--rounds R] [--device cpu|cuda] [--threads N]
+                                       [--rounds R] [--device cpu|cuda] [--threads N] [--profile]
 
 Builds (or reuses) a tiny model with `proctor.models.build_tiny`, then runs `proctor.rollout.rollout` in this
 process on the same household test tasks with one `HFAgent` (so identical sampling, prompt and cache
@@ -16,6 +16,12 @@ that each decoding step costs mostly fixed overhead (the default here: hidden 64
 16 envs costs about as much as one call for 1 env. On a 2-core CPU with a larger model (e.g.
 `--hidden-size 256 --layers 4`, ~4M parameters) the prompt prefill is compute-bound and batching gains
 little: the run reports what it measures either way.
+
+`--profile` runs each arm once more with timers around the agent's `act`, the model's `generate` and every
+forward pass (prefill: more than one new position; decode: one), and reports where an env step's time goes:
+env and loop, prompt preparation (render, tokenize, prefix cache), `generate`'s own per-token work (sampling,
+stopping, cache bookkeeping), prefill and decode forwards; plus decode steps per `generate` call (a batch
+decodes until its longest answer ends) and rows per call.
 """
 
 from __future__ import annotations
@@ -49,6 +55,80 @@ def timed_rollout(agent: Any, spec: EnvSpec, tasks: list[str], batch: int, out: 
             "prompt_tokens_reused": round(reused / max(prompt_tokens, 1), 3)}
 
 
+class StageTimer:
+    """Wall time of an agent's `act`, its model's `generate` and forward passes (see module docstring)."""
+
+    def __init__(self, agent: Any):
+        self.agent, self.model = agent, agent.model
+        self.seconds = {"act": 0.0, "generate": 0.0, "prefill": 0.0, "decode": 0.0}
+        self.counts = {"generate_calls": 0, "rows": 0, "decode_steps": 0, "prefill_tokens": 0}
+        self._start = 0.0
+        self._kind = "decode"
+        self._hooks = [self.model.register_forward_pre_hook(self._pre, with_kwargs=True),
+                       self.model.register_forward_hook(self._post)]
+        act, generate = agent.act, self.model.generate
+
+        def timed_act(*a: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return act(*a, **kw)
+            finally:
+                self.seconds["act"] += time.perf_counter() - t
+
+        def timed_generate(*a: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return generate(*a, **kw)
+            finally:
+                self.seconds["generate"] += time.perf_counter() - t
+                self.counts["generate_calls"] += 1
+                self.counts["rows"] += kw["input_ids"].shape[0]
+
+        agent.act, self.model.generate = timed_act, timed_generate
+
+    def _pre(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        width = ids.shape[1] if ids is not None else 1
+        self._kind = "prefill" if width > 1 else "decode"
+        if width > 1:
+            self.counts["prefill_tokens"] += int(ids.numel())
+        else:
+            self.counts["decode_steps"] += 1
+        self._start = time.perf_counter()
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        self.seconds[self._kind] += time.perf_counter() - self._start
+
+    def remove(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        del self.agent.act, self.model.generate
+
+    def report(self, total_s: float, env_steps: int) -> dict[str, Any]:
+        s, c = self.seconds, self.counts
+        parts = {"env_and_loop": total_s - s["act"], "prompt_prep": s["act"] - s["generate"],
+                 "generate_overhead": s["generate"] - s["prefill"] - s["decode"],
+                 "prefill_forward": s["prefill"], "decode_forward": s["decode"]}
+        calls = max(c["generate_calls"], 1)
+        return {"ms_per_env_step": {k: round(1000 * v / env_steps, 2) for k, v in parts.items()},
+                "share": {k: round(v / total_s, 3) for k, v in parts.items()},
+                "generate_calls": c["generate_calls"], "rows_per_call": round(c["rows"] / calls, 2),
+                "decode_steps_per_call": round(c["decode_steps"] / calls, 2),
+                "prefill_tokens_per_call": round(c["prefill_tokens"] / calls, 1),
+                "ms_per_decode_step": round(1000 * (s["decode"] + parts["generate_overhead"])
+                                            / max(c["decode_steps"], 1), 2)}
+
+
+def profiled_rollout(agent: Any, spec: EnvSpec, tasks: list[str], batch: int, out: Path) -> dict[str, Any]:
+    timer = StageTimer(agent)
+    try:
+        run = timed_rollout(agent, spec, tasks, batch, out)
+    finally:
+        timer.remove()
+    return {"env_steps": run["env_steps"], "seconds": run["seconds"],
+            **timer.report(run["seconds"], run["env_steps"])}
+
+
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median steps/s (the lower middle one for an even count), plus every round's rate."""
     ranked = sorted(runs, key=lambda r: r["env_steps_per_s"])
@@ -76,6 +156,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating batched/sequential rounds")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--profile", action="store_true", help="one more timed run per arm: where a step's "
+                        "time goes (see module docstring)")
     args = parser.parse_args()
 
     import torch
@@ -101,6 +183,9 @@ def main() -> None:
                                                  Path(tmp) / f"batched{r}"))
             runs["sequential"].append(timed_rollout(agent, spec, tasks[:args.sequential_episodes], 1,
                                                     Path(tmp) / f"sequential{r}"))
+        profile = {"batched": profiled_rollout(agent, spec, tasks[:args.episodes], args.batch, Path(tmp) / "pb"),
+                   "sequential": profiled_rollout(agent, spec, tasks[:args.sequential_episodes], 1,
+                                                  Path(tmp) / "ps")} if args.profile else None
     batched, sequential = median_run(runs["batched"]), median_run(runs["sequential"])
     print(json.dumps({
         "bench": "rollout_throughput",
@@ -113,6 +198,7 @@ def main() -> None:
         "batched": batched,
         "sequential": sequential,
         "speedup_batched_vs_sequential": round(batched["env_steps_per_s"] / sequential["env_steps_per_s"], 2),
+        **({"profile": profile} if profile else {}),
     }, indent=2))
 
 
