@@ -61,3 +61,18 @@ def test_grpo_needs_the_policys_token_ids(tiny_model_dir, tmp_path):
     trajs[0].score, trajs[1].score = 0.2, 0.7  # a group with signal
     with pytest.raises(ValueError, match="no token_ids; policy-gradient training needs the ids"):
         step_samples(cfg, trajs, tok)
+
+
+def test_fresh_tasks_take_the_next_window_of_the_split_each_iteration(tiny_model_dir, tmp_path):
+    from proctor.envs.registry import EnvSpec
+    from proctor.rl.on_policy import iteration_tasks
+    from proctor.rollout import select_tasks
+
+    ids = select_tasks(EnvSpec("shop", {}), "test", None)
+    n = len(ids) // 2 + 1  # the second window wraps round the split
+    cfg = GRPOConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="shop", split="test", tasks=n,
+                     fresh_tasks=True)
+    assert iteration_tasks(cfg, 1) == ids[:n]
+    assert iteration_tasks(cfg, 2) == ids[n:] + ids[: 2 * n - len(ids)]
+    with pytest.raises(ValueError, match="fresh_tasks needs `tasks` as a number"):
+        GRPOConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="shop", fresh_tasks=True)

@@ -41,7 +41,14 @@ from proctor.prompts import PromptConfig
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
+from proctor.rl.on_policy import (
+    FRESH_TASKS,
+    agent_on_policy,
+    check_fresh_tasks,
+    check_samples_from_model,
+    make_sampler,
+    rollout_policy,
+)
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.sequences import completion_logprobs
@@ -62,6 +69,7 @@ class GRPOConfig(BaseModel):
     env_module: str | None = None
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    fresh_tasks: bool = FRESH_TASKS
     group_size: int = Field(default=4, ge=2, description="rollouts per task (the group)")
     batch: int = Field(default=8, ge=1, description="envs stepped together")
     workers: int = Field(default=0, ge=0)
@@ -96,6 +104,10 @@ class GRPOConfig(BaseModel):
     @classmethod
     def _agent_on_policy(cls, data: Any) -> Any:
         return agent_on_policy(data)
+
+    @model_validator(mode="after")
+    def _fresh_tasks(self) -> Any:
+        return check_fresh_tasks(self)
 
     @field_validator("agent")
     @classmethod

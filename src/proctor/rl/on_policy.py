@@ -11,10 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentSpec, agent_config
+
+#: the `fresh_tasks` field of the on-policy trainers' configs
+FRESH_TASKS = Field(default=False, description="iteration k rolls out on tasks (k−1)·N … k·N−1 of the split (N = "
+                    "`tasks`, wrapping round the split), so each iteration sees new tasks; False: the same N tasks")
 
 NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; on-policy training needs the policy's own "
                "actions (e.g. kind hf or choice)")
@@ -38,6 +42,13 @@ def agent_on_policy(data: Any) -> Any:
             if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
                 raise ValueError(NOT_A_MODEL.format(kind=agent.get("kind"))) from None
     return {**data, "agent": agent}
+
+
+def check_fresh_tasks(cfg: Any) -> Any:
+    """For a config's `mode="after"` validator: `fresh_tasks` needs `tasks` as a count."""
+    if cfg.fresh_tasks and (cfg.tasks is None or isinstance(cfg.tasks, list)):
+        raise ValueError("fresh_tasks needs `tasks` as a number of tasks per iteration")
+    return cfg
 
 
 def check_samples_from_model(agent: AgentSpec) -> AgentSpec:
@@ -75,9 +86,10 @@ def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, sam
     from proctor.rollout.config import RolloutConfig
     from proctor.rollout.run import run_rollout
 
+    tasks = iteration_tasks(cfg, k) if cfg.fresh_tasks else cfg.tasks
     rcfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module,
                          agent=cfg.agent.model_copy(update={"model": current}), out=out, split=cfg.split,
-                         tasks=cfg.tasks, samples=samples, batch=cfg.batch, seed=cfg.seed + k,
+                         tasks=tasks, samples=samples, batch=cfg.batch, seed=cfg.seed + k,
                          workers=cfg.workers, progress=cfg.progress)
     result = run_rollout(rcfg, agent=sampler)
     trajs = result.store.load()
@@ -88,3 +100,17 @@ def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, sam
     if not usable:
         raise RuntimeError(f"iteration {k}: no usable rollouts")
     return usable, result.summary.to_dict()
+
+
+def iteration_tasks(cfg: Any, k: int) -> list[str]:
+    """With `fresh_tasks`: the task ids of iteration k (1-based), tasks (k−1)·N … k·N−1 of the split, wrapping
+    round it (N = `cfg.tasks`, which must be a count)."""
+    import importlib
+
+    from proctor.envs.registry import EnvSpec
+    from proctor.rollout.run import select_tasks
+
+    if cfg.env_module:
+        importlib.import_module(cfg.env_module)
+    ids = select_tasks(EnvSpec(cfg.env, cfg.env_kwargs), cfg.split, None)
+    return [ids[i % len(ids)] for i in range((k - 1) * cfg.tasks, k * cfg.tasks)]

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from proctor.agents.registry import AgentConfig
 from proctor.prompts import PromptConfig
-from proctor.rl.on_policy import agent_on_policy, check_samples_from_model
+from proctor.rl.on_policy import FRESH_TASKS, agent_on_policy, check_fresh_tasks, check_samples_from_model
 
 
 class OnlineConfig(BaseModel):
@@ -25,6 +25,7 @@ class OnlineConfig(BaseModel):
     env_module: str | None = None
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    fresh_tasks: bool = FRESH_TASKS
     rollouts_per_task: int = Field(default=1, ge=1, description="episodes per task per iteration")
     batch: int = Field(default=8, ge=1, description="envs stepped together")
     workers: int = Field(default=0, ge=0)
@@ -43,6 +44,10 @@ class OnlineConfig(BaseModel):
     @classmethod
     def _agent_on_policy(cls, data: Any) -> Any:
         return agent_on_policy(data)
+
+    @model_validator(mode="after")
+    def _fresh_tasks(self) -> Any:
+        return check_fresh_tasks(self)
 
     @field_validator("agent")
     @classmethod

@@ -44,7 +44,14 @@ from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
-from proctor.rl.on_policy import agent_on_policy, check_samples_from_model, make_sampler, rollout_policy
+from proctor.rl.on_policy import (
+    FRESH_TASKS,
+    agent_on_policy,
+    check_fresh_tasks,
+    check_samples_from_model,
+    make_sampler,
+    rollout_policy,
+)
 from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 from proctor.trajectory import Trajectory, TrajectoryStore
@@ -68,6 +75,7 @@ class OnlineDPOConfig(BaseModel):
     env_module: str | None = Field(default=None, description="module imported first (registers your envs)")
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    fresh_tasks: bool = FRESH_TASKS
     rollouts_per_task: int = Field(default=1, ge=1)
     batch: int = Field(default=8, ge=1, description="envs stepped together, and states per agent call")
     workers: int = Field(default=0, ge=0, description="env worker processes for the rollouts")
@@ -104,6 +112,10 @@ class OnlineDPOConfig(BaseModel):
     @classmethod
     def _agent_on_policy(cls, data: Any) -> Any:
         return agent_on_policy(data)
+
+    @model_validator(mode="after")
+    def _fresh_tasks(self) -> Any:
+        return check_fresh_tasks(self)
 
     @field_validator("agent")
     @classmethod
