@@ -136,3 +136,32 @@ def test_eval_command_sweeps_n_of_a_search_agent(report_root, tmp_path):  # noqa
     assert "success vs N" in r.output and (tmp_path / "s" / "success_vs_n.png").is_file()
     sweep = json.loads((tmp_path / "s" / "sweep.json").read_text())
     assert [row["n"] for row in sweep["rows"]] == [1, 2] and all(row["episodes"] == 1 for row in sweep["rows"])
+
+
+def test_eval_command_runs_a_search_method_with_the_agent_as_its_policy(report_root, tmp_path):  # noqa: F811
+    prm = report_root.parent / f"{report_root.name}-prm"
+    common = ["--env", "household", "--tasks", "2", "--max-steps", "4", "--no-progress"]
+    r = CliRunner().invoke(app, ["eval", *common, "--agent", "epsilon", "--agent-arg", "epsilon=0.5",
+                                 "--search", "beam", "--search-arg", f"prm={prm}", "--search-arg", "beams=2",
+                                 "--search-arg", "expansions=2", "--out", str(tmp_path / "beam")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "beam" / "summary.json").read_text())
+    assert s["episodes"] == 2 and "agent" not in s
+    assert s["search"]["method"] == "beam" and s["search"]["agent"]["kind"] == "epsilon"
+    assert s["budget"]["env_steps"] > s["steps"]  # every expansion stepped its own env copy
+    # a sweep of a search method's `n`, and an agent run compared with it on the same tasks
+    r = CliRunner().invoke(app, ["eval", *common, "--agent", "epsilon", "--agent-arg", "epsilon=0.5",
+                                 "--search", "trajectory-best-of-n", "--search-arg", f"prm={prm}", "--n", "1,2",
+                                 "--out", str(tmp_path / "tbon")])
+    assert r.exit_code == 0, r.output
+    sweep = json.loads((tmp_path / "tbon" / "sweep.json").read_text())
+    assert [row["n"] for row in sweep["rows"]] == [1, 2] and sweep["search"]["method"] == "trajectory-best-of-n"
+    assert sweep["rows"][1]["budget"]["env_steps"] > sweep["rows"][0]["budget"]["env_steps"]
+
+
+def test_eval_config_takes_exactly_one_of_agent_and_search(tmp_path):
+    with pytest.raises(ValueError, match="exactly one of agent and search"):
+        EvalConfig(**HOUSEHOLD, out=tmp_path / "x")
+    with pytest.raises(ValueError, match="no field 'n' to sweep"):
+        EvalConfig(**HOUSEHOLD, out=tmp_path / "x", ns=[1, 2],
+                   search={"method": "beam", "agent": {"kind": "random"}, "prm": str(tmp_path)})

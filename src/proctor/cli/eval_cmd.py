@@ -53,7 +53,12 @@ def eval_cmd(
     expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
     name: Annotated[str | None, typer.Option("--name", help="the policy's label in tables and the report")] = None,
-    n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's field `n`): e.g. 1,2,4,8")] = None,
+    search: Annotated[str | None, typer.Option("--search", help="a search method instead of the agent alone "
+                                               "(beam | dvts | step-best-of-n | trajectory-best-of-n); the agent "
+                                               "given is its policy")] = None,
+    search_arg: Annotated[list[str], typer.Option("--search-arg", help="search config field key=value (JSON "
+                                                  "values), e.g. prm=runs/prm beams=4")] = [],  # noqa: B006
+    n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's or search's field `n`): e.g. 1,2,4,8")] = None,
     prm: Annotated[Path | None, typer.Option("--prm", help="score every step with this PRM folder")] = None,
     split: Annotated[str | None, typer.Option("--split", help="task split [default: test]")] = None,
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
@@ -67,9 +72,10 @@ def eval_cmd(
     config: Annotated[Path | None, typer.Option("--config", help="an EvalConfig YAML file (options override it)")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
 ) -> None:
-    """Evaluate an agent on a split: success with its 95% Wilson interval, mean PRM score, steps, invalid
-    actions, a per-task-type table, terminations and budgets, into OUT/summary.json and summary.csv
-    (crashed episodes count as failures and are listed). `--n 1,2,4` sweeps N with a success-vs-N plot."""
+    """Evaluate an agent (or a search method over it: `--search beam --search-arg prm=PRM`) on a split: success
+    with its 95% Wilson interval, mean PRM score, steps, invalid actions, a per-task-type table, terminations
+    and budgets, into OUT/summary.json and summary.csv (crashed episodes count as failures and are listed).
+    `--n 1,2,4` sweeps N with a success-vs-N plot."""
     from pydantic import ValidationError
 
     from proctor.agents.base import AgentError
@@ -85,9 +91,18 @@ def eval_cmd(
              "tasks": tasks, "samples": samples, "batch": batch, "seed": seed, "workers": workers}
     data.update({k: v for k, v in given.items() if v is not None})  # options given here override the file
     data.update(env_kwargs=env_kwargs, progress=progress)
-    if agent is not None or agent_arg or "agent" not in data:
-        data["agent"] = agent_from_options(agent or "random", agent_arg, model=model, expert_kind=expert_kind,
-                                           temperature=temperature, seed=data.get("seed", 0))
+    if search is not None or search_arg:
+        data["search"] = {**data.get("search", {}), **({"method": search} if search else {}),
+                          **parse_key_values(search_arg, "--search-arg")}
+    built = None
+    if agent is not None or agent_arg or ("agent" not in data and "search" not in data):
+        built = agent_from_options(agent or "random", agent_arg, model=model, expert_kind=expert_kind,
+                                   temperature=temperature, seed=data.get("seed", 0))
+    if built is not None and "search" in data:
+        data["search"]["agent"] = built  # the search's policy
+        data.pop("agent", None)
+    elif built is not None:
+        data["agent"] = built
     if n is not None:
         try:
             data["ns"] = [int(x) for x in n.split(",") if x.strip()]

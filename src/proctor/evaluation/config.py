@@ -9,18 +9,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from proctor.agents.registry import AgentConfig, AgentSpec
 from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
+from proctor.search.registry import SearchConfig, SearchSpec
 
 
 class EvalConfig(BaseModel):
-    """Roll out `agent` on `split` (K samples per task) into `out` and summarise it; with `ns`, once per N
-    (substituted into the agent config's field `n`), one subfolder each."""
+    """Roll out `agent` (or run the search method `search`: beam, DVTS, trajectory best-of-N, ...) on `split`
+    (K samples per task) into `out` and summarise it; with `ns`, once per N (substituted into the field `n` of
+    the agent or search config), one subfolder each."""
 
     model_config = ConfigDict(extra="forbid")
 
     env: str = Field(description="registered env name (`proctor envs`)")
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
-    agent: AgentConfig = Field(description="agent config: {kind: ..., ...}; any registered kind, search included")
+    agent: AgentConfig | None = Field(default=None, description="agent config: {kind: ..., ...}; any registered "
+                                      "kind, per-step best-of-N included")
+    search: SearchConfig | None = Field(default=None, description="or a search method's config: {method: beam, ...}"
+                                        " (`proctor.search`), which runs on env copies")
     out: Path
     name: str | None = Field(default=None, description="the policy's label in tables and the report")
     split: str = "test"
@@ -55,21 +60,29 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sweepable(self) -> EvalConfig:
-        if self.ns is not None and "n" not in type(self.agent).model_fields:
-            raise ValueError(f"agent kind {self.agent.kind!r} has no field 'n' to sweep (a search agent such as "
-                             f"best-of-n has one)")
+        if (self.agent is None) == (self.search is None):
+            raise ValueError("give exactly one of agent and search")
+        if self.search is not None and self.retry_failed:
+            raise ValueError("retry_failed re-runs failed rollouts of an agent; a search run does not retry")
+        if self.ns is not None and "n" not in type(self.method).model_fields:
+            what = f"agent kind {self.agent.kind!r}" if self.agent else f"search method {self.search.method!r}"
+            raise ValueError(f"{what} has no field 'n' to sweep (best-of-n, step-best-of-n and "
+                             "trajectory-best-of-n have one)")
         return self
 
-    def agent_dict(self) -> dict[str, Any]:
-        """The agent config as plain data (nested agent configs included)."""
-        return dump_agent(self.agent)
+    @property
+    def method(self) -> AgentSpec | SearchSpec:
+        """What is evaluated: the agent config, or the search config."""
+        return self.agent if self.agent is not None else self.search
 
     def policy_name(self) -> str:
-        return self.name or describe_agent(self.agent)
+        if self.name:
+            return self.name
+        return describe_agent(self.agent) if self.agent is not None else self.search.describe()[:60]
 
 
-def dump_agent(agent: AgentSpec) -> dict[str, Any]:
-    """An agent config as plain JSON data, nested agent configs with all their fields."""
+def dump_agent(agent: AgentSpec | SearchSpec) -> dict[str, Any]:
+    """An agent (or search) config as plain JSON data, nested agent configs with all their fields."""
     return agent.model_dump(mode="json", serialize_as_any=True)
 
 

@@ -1,4 +1,5 @@
-"""`run_eval(EvalConfig)`: roll an agent config out on a split's tasks and write what it scored.
+"""`run_eval(EvalConfig)`: roll an agent config out (or run a search method) on a split's tasks and write what
+it scored.
 
     out/summary.json, summary.csv      the evaluation (`proctor.evaluation.summary.eval_summary`)
     out/trajectories/                  the rollout's trajectory store (resumable)
@@ -25,6 +26,8 @@ from proctor.evaluation.plots import success_vs_n_png
 from proctor.evaluation.scoring import score_store
 from proctor.evaluation.summary import SUMMARY_KIND, SUMMARY_VERSION, eval_summary, summary_csv
 from proctor.rollout import RolloutConfig, run_rollout
+from proctor.search.registry import SearchSpec, search_config
+from proctor.search.run import SearchRunConfig, run_search
 
 STORE_DIR, SCORED_DIR = "trajectories", "scored"
 
@@ -46,17 +49,18 @@ def run_eval(cfg: EvalConfig) -> EvalResult:
     """Run (or resume) the evaluation `cfg` describes; see the module docstring for what it writes."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.ns is None:
-        return EvalResult(cfg.out, [_evaluate(cfg, cfg.agent, cfg.out, cfg.policy_name(), None)])
+        return EvalResult(cfg.out, [_evaluate(cfg, cfg.method, cfg.out, cfg.policy_name(), None)])
     result = EvalResult(cfg.out)
-    base = dump_agent(cfg.agent)
+    base = dump_agent(cfg.method)
+    remake = search_config if cfg.search is not None else agent_config
     for n in cfg.ns:
-        agent = agent_config({**base, "n": n})
-        result.summaries.append(_evaluate(cfg, agent, cfg.out / f"n{n}", f"{cfg.policy_name()} N={n}", n))
+        method = remake({**base, "n": n})
+        result.summaries.append(_evaluate(cfg, method, cfg.out / f"n{n}", f"{cfg.policy_name()} N={n}", n))
     rows = [{"n": s["n"], "policy": s["policy"], "dir": f"n{s['n']}", "episodes": s["episodes"],
              "successes": s["successes"], "success_rate": s["success_rate"], "success_ci95": s["success_ci95"],
              "mean_steps": s["mean_steps"], "budget": s["budget"]} for s in result.summaries]
     result.sweep = {"kind": SWEEP_KIND, "version": SUMMARY_VERSION, "policy": cfg.policy_name(), "env": cfg.env,
-                    "split": cfg.split, "agent": base, "rows": rows}
+                    "split": cfg.split, "search" if cfg.search is not None else "agent": base, "rows": rows}
     (cfg.out / "sweep.json").write_text(json.dumps(result.sweep, indent=2))
     (cfg.out / "sweep.csv").write_text(_sweep_csv(rows))
     result.plot = success_vs_n_png(rows, cfg.out / "success_vs_n.png",
@@ -64,13 +68,16 @@ def run_eval(cfg: EvalConfig) -> EvalResult:
     return result
 
 
-def _evaluate(cfg: EvalConfig, agent: AgentSpec, out: Path, name: str, n: int | None) -> dict[str, Any]:
+def _evaluate(cfg: EvalConfig, method: AgentSpec | SearchSpec, out: Path, name: str, n: int | None
+              ) -> dict[str, Any]:
     started = time.monotonic()
-    rollout_cfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module, agent=agent,
-                                out=out / STORE_DIR, split=cfg.split, tasks=cfg.tasks, samples=cfg.samples,
-                                batch=cfg.batch, seed=cfg.seed, workers=cfg.workers, step_timeout=cfg.step_timeout,
-                                retry_failed=cfg.retry_failed, progress=cfg.progress)
-    result = run_rollout(rollout_cfg)
+    where = {"env": cfg.env, "env_kwargs": cfg.env_kwargs, "env_module": cfg.env_module, "out": out / STORE_DIR,
+             "split": cfg.split, "tasks": cfg.tasks, "samples": cfg.samples, "batch": cfg.batch, "seed": cfg.seed,
+             "workers": cfg.workers, "step_timeout": cfg.step_timeout, "progress": cfg.progress}
+    if isinstance(method, SearchSpec):
+        result = run_search(SearchRunConfig(**where, search=method))
+    else:
+        result = run_rollout(RolloutConfig(**where, agent=method, retry_failed=cfg.retry_failed))
     wanted = {(t, k) for t in result.task_ids for k in range(cfg.samples)}
     try:
         trajs = sorted((t for t in result.store.load() if t.key in wanted), key=lambda t: t.key)
@@ -85,7 +92,8 @@ def _evaluate(cfg: EvalConfig, agent: AgentSpec, out: Path, name: str, n: int | 
     summary = {
         "kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": n, "env": cfg.env,
         "env_kwargs": cfg.env_kwargs, "split": cfg.split, "tasks": len(result.task_ids), "task_ids": result.task_ids, "samples": cfg.samples,
-        "seed": cfg.seed, "agent": dump_agent(agent), "store": store, "score_key": key,
+        "seed": cfg.seed, "search" if isinstance(method, SearchSpec) else "agent": dump_agent(method),
+        "store": store, "score_key": key,
         "prm_path": str(cfg.prm) if cfg.prm else None, "unscored": unscored,
         **eval_summary(trajs, wanted, key),
         "wall_s": round(time.monotonic() - started, 3),

@@ -184,22 +184,14 @@ class Pipeline:
         out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
         section = self.cfg.evaluate
         tasks = min(entry.tasks, section.tasks or entry.tasks) if entry.tasks else section.tasks
-        if entry.agent is not None:
-            from proctor.evaluation import EvalConfig, run_eval
+        from proctor.evaluation import EvalConfig, run_eval
 
-            ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name,
-                              agent=fill(entry.agent, policy, prm), split=section.split, tasks=tasks,
-                              samples=section.samples, batch=section.batch, seed=self.cfg.seed,
-                              prm=prm if "$prm" not in json.dumps(entry.agent) else None)
-            run, config = (lambda: run_eval(ecfg).summary), ecfg.model_dump(mode="json")
-        else:
-            from proctor.search.run import SearchRunConfig, run_search
-
-            scfg = SearchRunConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out / "trajectories",
-                                   search=fill(entry.search, policy, prm), split=section.split,
-                                   tasks=tasks, samples=section.samples, batch=section.batch,
-                                   seed=self.cfg.seed)
-            run, config = (lambda: _search_summary(run_search(scfg), out, entry.name)), scfg.model_dump(mode="json")
+        method = {"agent": fill(entry.agent, policy, prm)} if entry.agent is not None else {
+            "search": fill(entry.search, policy, prm)}
+        ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
+                          split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
+                          seed=self.cfg.seed, prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
+        run, config = (lambda: run_eval(ecfg).summary), ecfg.model_dump(mode="json")
         rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
                                   outputs=[out / "summary.json"], config=config, run=run, result=_headline)
         row = {"iteration": k, "policy": entry.name, **rec["result"], "dir": self.manifest.rel(out)}
@@ -317,15 +309,3 @@ def _headline(summary: dict[str, Any]) -> dict[str, Any]:
     if prm.get("mean_step_score") is not None:  # the reward-hacking monitor: the PRM's view next to success
         row["prm_mean_score"] = prm["mean_step_score"]
     return row
-
-
-def _search_summary(result: Any, out: Path, name: str) -> dict[str, Any]:
-    """A search run's trajectories summarised like an evaluation (written to `out/summary.json`)."""
-    from proctor.evaluation.summary import SUMMARY_KIND, SUMMARY_VERSION, eval_summary
-
-    trajs = list(result.store)
-    summary = {"kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": None, "store": "trajectories",
-               "score_key": None, "tasks": len(result.task_ids), "task_ids": result.task_ids,
-               **eval_summary(trajs, {t.key for t in trajs})}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    return summary
