@@ -66,25 +66,21 @@ class StageTimer:
         self._kind = "decode"
         self._hooks = [self.model.register_forward_pre_hook(self._pre, with_kwargs=True),
                        self.model.register_forward_hook(self._post)]
-        act, generate = agent.act, self.model.generate
+        agent.act = self._timed(agent.act, "act")
+        self.model.generate = self._timed(self.model.generate, "generate")
 
-        def timed_act(*a: Any, **kw: Any) -> Any:
+    def _timed(self, fn: Any, key: str) -> Any:
+        def call(*a: Any, **kw: Any) -> Any:
             t = time.perf_counter()
             try:
-                return act(*a, **kw)
+                return fn(*a, **kw)
             finally:
-                self.seconds["act"] += time.perf_counter() - t
+                self.seconds[key] += time.perf_counter() - t
+                if key == "generate":
+                    self.counts["generate_calls"] += 1
+                    self.counts["rows"] += kw["input_ids"].shape[0]
 
-        def timed_generate(*a: Any, **kw: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return generate(*a, **kw)
-            finally:
-                self.seconds["generate"] += time.perf_counter() - t
-                self.counts["generate_calls"] += 1
-                self.counts["rows"] += kw["input_ids"].shape[0]
-
-        agent.act, self.model.generate = timed_act, timed_generate
+        return call
 
     def _pre(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         ids = kwargs.get("input_ids", args[0] if args else None)
