@@ -30,13 +30,26 @@ def _policy(temperature: float, kind: str = "choice", prompt: dict[str, Any] | N
     return {"kind": kind, "model": "$policy", "temperature": temperature, "prompt": prompt or _PROMPT}
 
 
-def _loop(policy: dict[str, Any], eval_tasks: int, beam_tasks: int) -> dict[str, Any]:
-    """What every preset shares: one iteration, MC-Q targets, the monitor, and the evaluations (π_k,
+def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str, Any], *, demos: int,
+            sft_steps: int, rollout_tasks: int, prm_steps: int, eval_tasks: int, beam_tasks: int) -> dict[str, Any]:
+    """What every preset shares, with its sizes: the 128×4 tiny Llama, SFT on the expert's demonstrations (one
+    example per step, loss on the agent's turns and 0.2 on the rest), one iteration of rollouts (4 samples per
+    task) → MC-Q → PRM → online DPO (pairs with a PRM score gap > 0.05), the monitor, and the evaluations (π_k,
     best-of-4(π_k, Q0), and beam search 2×2 with Q0 at iteration 0 on the first `beam_tasks`)."""
     return {
+        "env": env,
+        "env_kwargs": env_kwargs,
+        "model": {"tiny": {"hidden_size": 128, "layers": 4, "heads": 4, "vocab_size": 3000}},
+        "demos": {"agent": {"kind": "expert", "expert": expert}, "split": "train", "tasks": demos},
+        "sft": {"steps": sft_steps, "batch_size": 6, "learning_rate": 3e-3, "examples": "steps",
+                "context_weight": 0.2, "prompt": policy["prompt"]},
         "policy_agent": {k: v for k, v in policy.items() if k != "model"},
         "iterations": 1,
+        "rollout": {"split": "train", "tasks": rollout_tasks, "samples": 4, "batch": 32},
         "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
+        "prm": {"training": {"max_steps": prm_steps, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
+        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
+                    "batch_size": 8, "epochs": 2, "margin": 0.05},
         "monitor": {"states": 30, "completions": 2},
         "evaluate": {"split": "test", "tasks": eval_tasks, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": policy},
@@ -49,43 +62,20 @@ def _loop(policy: dict[str, Any], eval_tasks: int, beam_tasks: int) -> dict[str,
 
 def _household() -> dict[str, Any]:
     """Household, `small` preset (6 receptacles, 4 task types). SFT recipe measured in
-    `experiments/sft_household.py`: a 128-wide 4-layer tiny Llama, 1,200 steps of 6 searching-expert steps
-    (loss on the agent's turns, 0.2 weight on the rest); the choice policy wins 46–48% of 200 test tasks greedy,
-    42% sampled at T = 1 (three seeds)."""
-    return {
-        "env": "household",
-        "env_kwargs": {"preset": "small", "max_steps": 20},
-        "model": {"tiny": {"hidden_size": 128, "layers": 4, "heads": 4, "vocab_size": 3000}},
-        "demos": {"agent": {"kind": "expert", "expert": "search"}, "split": "train", "tasks": 2000},
-        "sft": {"steps": 1200, "batch_size": 6, "learning_rate": 3e-3, "examples": "steps",
-                "context_weight": 0.2, "prompt": _PROMPT},
-        "rollout": {"split": "train", "tasks": 40, "samples": 4, "batch": 32},
-        "prm": {"training": {"max_steps": 150, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
-        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
-                    "batch_size": 8, "epochs": 2, "margin": 0.05},
-        **_loop(_policy(1.0), eval_tasks=100, beam_tasks=50),
-    }
+    `experiments/sft_household.py`: 1,200 steps of 6 searching-expert steps; the choice policy wins 46–48% of
+    200 test tasks greedy, 42% sampled at T = 1 (three seeds)."""
+    return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,
+                   sft_steps=1200, rollout_tasks=40, prm_steps=150, eval_tasks=100, beam_tasks=50)
 
 
 def _generating(env: str, expert: str, max_steps: int, history: int | None) -> dict[str, Any]:
     """An env without admissible lists (the policy generates its action with the `hf` agent): the household
-    recipe's model and SFT, smaller rollouts (generation is slower than ranking). Not yet tuned: the sizes run
-    the loop end to end; how much the policy and the PRM learn at them is not measured."""
+    recipe with fewer demonstrations and smaller rollouts (generation is slower than ranking). Not yet tuned:
+    the sizes run the loop end to end; how much the policy and the PRM learn at them is not measured."""
     prompt = {"history": history, "memory": history is not None, "show_admissible": False, "system": ""}
     policy = {**_policy(1.0, "hf", prompt), "max_new_tokens": 24}
-    return {
-        "env": env,
-        "env_kwargs": {"max_steps": max_steps},
-        "model": {"tiny": {"hidden_size": 128, "layers": 4, "heads": 4, "vocab_size": 3000}},
-        "demos": {"agent": {"kind": "expert", "expert": expert}, "split": "train", "tasks": 1000},
-        "sft": {"steps": 800, "batch_size": 6, "learning_rate": 3e-3, "examples": "steps",
-                "context_weight": 0.2, "prompt": prompt},
-        "rollout": {"split": "train", "tasks": 24, "samples": 4, "batch": 32},
-        "prm": {"training": {"max_steps": 100, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
-        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
-                    "batch_size": 8, "epochs": 2, "margin": 0.05},
-        **_loop(policy, eval_tasks=50, beam_tasks=20),
-    }
+    return _preset(env, {"max_steps": max_steps}, expert, policy, demos=1000, sft_steps=800, rollout_tasks=24,
+                   prm_steps=100, eval_tasks=50, beam_tasks=20)
 
 
 def _twenty_questions() -> dict[str, Any]:

@@ -33,22 +33,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field
 
 from proctor.agents.registry import AgentConfig
 from proctor.progress import StageProgress
-from proctor.prompts import PromptConfig
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import (
-    FRESH_TASKS,
-    agent_on_policy,
-    check_fresh_tasks,
-    check_samples_from_model,
-    make_sampler,
-    rollout_policy,
-)
+from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.sequences import completion_logprobs
@@ -57,10 +49,8 @@ from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
-class GRPOConfig(BaseModel):
+class GRPOConfig(OnPolicyConfig):
     """GRPO / GiGPO over multi-turn trajectories (see module docstring); one YAML for `proctor train grpo`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     policy: str = Field(description="the starting policy: a model folder or hub name")
     output_dir: Path = Field(description="a new or empty folder")
@@ -69,7 +59,6 @@ class GRPOConfig(BaseModel):
     env_module: str | None = None
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
-    fresh_tasks: bool = FRESH_TASKS
     group_size: int = Field(default=4, ge=2, description="rollouts per task (the group)")
     batch: int = Field(default=8, ge=1, description="envs stepped together")
     workers: int = Field(default=0, ge=0)
@@ -99,24 +88,6 @@ class GRPOConfig(BaseModel):
     device: str | None = "auto"
     seed: int = 0
     progress: bool = True
-
-    @model_validator(mode="before")
-    @classmethod
-    def _agent_on_policy(cls, data: Any) -> Any:
-        return agent_on_policy(data)
-
-    @model_validator(mode="after")
-    def _fresh_tasks(self) -> Any:
-        return check_fresh_tasks(self)
-
-    @field_validator("agent")
-    @classmethod
-    def _samples_from_a_model(cls, v: Any) -> Any:
-        return check_samples_from_model(v)
-
-    @property
-    def prompt(self) -> PromptConfig:
-        return getattr(self.agent, "prompt", None) or PromptConfig()
 
 
 @dataclass

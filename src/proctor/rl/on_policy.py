@@ -1,5 +1,5 @@
-"""What every on-policy trainer shares: the policy's agent config (its `model` is the policy being trained) and
-the agent that samples from the current iterate.
+"""What every on-policy trainer shares: the policy's agent config (its `model` is the policy being trained,
+`OnPolicyConfig`) and the agent that samples from the current iterate.
 
 Agents of kind `hf` (generation; no prefix cache, since the weights change between iterations) and `choice`
 (admissible actions by likelihood) run on the in-memory policy; any other kind with a `model` field is built
@@ -11,51 +11,63 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentSpec, agent_config
-
-#: the `fresh_tasks` field of the on-policy trainers' configs
-FRESH_TASKS = Field(default=False, description="iteration k rolls out on tasks (k−1)·N … k·N−1 of the split (N = "
-                    "`tasks`, wrapping round the split), so each iteration sees new tasks; False: the same N tasks")
+from proctor.prompts import PromptConfig
 
 NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; on-policy training needs the policy's own "
                "actions (e.g. kind hf or choice)")
 
 
-def agent_on_policy(data: Any) -> Any:
-    """For a config's `mode="before"` validator: the `agent` entry (default {kind: hf}) gets `model` = the
-    config's `policy`; an agent naming another model, or a kind without a model, is an error."""
-    if not isinstance(data, dict):
-        return data
-    agent = data.get("agent", {"kind": "hf"})
-    if isinstance(agent, str):
-        agent = {"kind": agent}
-    if isinstance(agent, dict):
-        if "model" in agent and agent["model"] != data.get("policy"):
-            raise ValueError("agent.model must be left out: the agent samples from `policy`")
-        agent = {**agent, "model": data.get("policy")}
-        try:
-            agent_config(agent)
-        except ValidationError as e:
-            if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
-                raise ValueError(NOT_A_MODEL.format(kind=agent.get("kind"))) from None
-    return {**data, "agent": agent}
+class OnPolicyConfig(BaseModel):
+    """Base of the on-policy trainers' configs (`grpo`, online DPO, and `OnlineConfig`: ppo, the ArCHer family):
+    the `agent` entry (default {kind: hf}) gets `model` = the config's `policy`, and must sample from a model;
+    `fresh_tasks` moves the rollouts to new tasks each iteration. Subclasses define `policy`, `agent`, `tasks`."""
 
+    model_config = ConfigDict(extra="forbid")
 
-def check_fresh_tasks(cfg: Any) -> Any:
-    """For a config's `mode="after"` validator: `fresh_tasks` needs `tasks` as a count."""
-    if cfg.fresh_tasks and (cfg.tasks is None or isinstance(cfg.tasks, list)):
-        raise ValueError("fresh_tasks needs `tasks` as a number of tasks per iteration")
-    return cfg
+    fresh_tasks: bool = Field(default=False, description="iteration k rolls out on tasks (k−1)·N … k·N−1 of the "
+                              "split (N = `tasks`, wrapping round it), so each iteration sees new tasks; False: "
+                              "the same N tasks every iteration")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_on_policy(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        agent = data.get("agent", {"kind": "hf"})
+        if isinstance(agent, str):
+            agent = {"kind": agent}
+        if isinstance(agent, dict):
+            if "model" in agent and agent["model"] != data.get("policy"):
+                raise ValueError("agent.model must be left out: the agent samples from `policy`")
+            agent = {**agent, "model": data.get("policy")}
+            try:
+                agent_config(agent)
+            except ValidationError as e:
+                if any(err["type"] == "extra_forbidden" and err["loc"] == ("model",) for err in e.errors()):
+                    raise ValueError(NOT_A_MODEL.format(kind=agent.get("kind"))) from None
+        return {**data, "agent": agent}
 
-def check_samples_from_model(agent: AgentSpec) -> AgentSpec:
-    """For a field validator of `agent`: the kind must have a `model`."""
-    if not hasattr(agent, "model"):
-        raise ValueError(NOT_A_MODEL.format(kind=agent.kind))
-    return agent
+    @field_validator("agent", check_fields=False)
+    @classmethod
+    def _samples_from_a_model(cls, v: AgentSpec) -> AgentSpec:
+        if not hasattr(v, "model"):
+            raise ValueError(NOT_A_MODEL.format(kind=v.kind))
+        return v
+
+    @model_validator(mode="after")
+    def _fresh_tasks_counted(self) -> Any:
+        if self.fresh_tasks and (self.tasks is None or isinstance(self.tasks, list)):
+            raise ValueError("fresh_tasks needs `tasks` as a number of tasks per iteration")
+        return self
+
+    @property
+    def prompt(self) -> PromptConfig:
+        """The policy's prompt config (its agent's), used to render training prompts."""
+        return getattr(self.agent, "prompt", None) or PromptConfig()
 
 
 def make_sampler(agent: Any, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:

@@ -6,17 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field
 
 from proctor.agents.registry import AgentConfig
-from proctor.prompts import PromptConfig
-from proctor.rl.on_policy import FRESH_TASKS, agent_on_policy, check_fresh_tasks, check_samples_from_model
+from proctor.rl.on_policy import OnPolicyConfig
 
 
-class OnlineConfig(BaseModel):
+class OnlineConfig(OnPolicyConfig):
     """Policy, env, rollouts and optimiser fields (see module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     policy: str = Field(description="the starting policy: a model folder or hub name")
     output_dir: Path = Field(description="a new or empty folder")
@@ -25,7 +22,6 @@ class OnlineConfig(BaseModel):
     env_module: str | None = None
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
-    fresh_tasks: bool = FRESH_TASKS
     rollouts_per_task: int = Field(default=1, ge=1, description="episodes per task per iteration")
     batch: int = Field(default=8, ge=1, description="envs stepped together")
     workers: int = Field(default=0, ge=0)
@@ -39,21 +35,3 @@ class OnlineConfig(BaseModel):
     device: str | None = "auto"
     seed: int = 0
     progress: bool = True
-
-    @model_validator(mode="before")
-    @classmethod
-    def _agent_on_policy(cls, data: Any) -> Any:
-        return agent_on_policy(data)
-
-    @model_validator(mode="after")
-    def _fresh_tasks(self) -> Any:
-        return check_fresh_tasks(self)
-
-    @field_validator("agent")
-    @classmethod
-    def _samples_from_a_model(cls, v: Any) -> Any:
-        return check_samples_from_model(v)
-
-    @property
-    def prompt(self) -> PromptConfig:
-        return getattr(self.agent, "prompt", None) or PromptConfig()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field
 
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentConfig
@@ -44,14 +44,7 @@ from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
-from proctor.rl.on_policy import (
-    FRESH_TASKS,
-    agent_on_policy,
-    check_fresh_tasks,
-    check_samples_from_model,
-    make_sampler,
-    rollout_policy,
-)
+from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 from proctor.trajectory import Trajectory, TrajectoryStore
@@ -59,11 +52,8 @@ from proctor.trajectory import Trajectory, TrajectoryStore
 log = logging.getLogger(__name__)
 
 
-
-class OnlineDPOConfig(BaseModel):
+class OnlineDPOConfig(OnPolicyConfig):
     """Online DPO against a PRM (see module docstring); one YAML file for `proctor train dpo`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # what to train, against what, where to
     policy: str = Field(description="the starting policy: a model folder or hub name (iteration 0)")
@@ -75,7 +65,6 @@ class OnlineDPOConfig(BaseModel):
     env_module: str | None = Field(default=None, description="module imported first (registers your envs)")
     split: str = "train"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
-    fresh_tasks: bool = FRESH_TASKS
     rollouts_per_task: int = Field(default=1, ge=1)
     batch: int = Field(default=8, ge=1, description="envs stepped together, and states per agent call")
     workers: int = Field(default=0, ge=0, description="env worker processes for the rollouts")
@@ -107,25 +96,6 @@ class OnlineDPOConfig(BaseModel):
     device: str | None = Field(default="auto", description="auto: cuda when available, else cpu")
     seed: int = 0
     progress: bool = True
-
-    @model_validator(mode="before")
-    @classmethod
-    def _agent_on_policy(cls, data: Any) -> Any:
-        return agent_on_policy(data)
-
-    @model_validator(mode="after")
-    def _fresh_tasks(self) -> Any:
-        return check_fresh_tasks(self)
-
-    @field_validator("agent")
-    @classmethod
-    def _samples_from_a_model(cls, v: Any) -> Any:
-        return check_samples_from_model(v)
-
-    @property
-    def prompt(self) -> PromptConfig:
-        """The policy's prompt config (its agent's), used to render training prompts."""
-        return getattr(self.agent, "prompt", None) or PromptConfig()
 
     @property
     def average(self) -> bool:
