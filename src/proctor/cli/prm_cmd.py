@@ -34,6 +34,8 @@ def train(
         cfg = load_config(config)
         built = build_trainer(cfg)
     _, result, trainer = train_prm(cfg, resume_from_checkpoint=True if resume == "last" else resume, built=built)
+    if not trainer.is_world_process_zero():
+        return  # under torchrun one summary: the ranks' lines would interleave on a shared stdout
     out = {"output_dir": cfg.training["output_dir"], "train_loss": result.training_loss,
            "steps": result.global_step, **trainer.data_report}
     if trainer.data_report:
