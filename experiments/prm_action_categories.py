@@ -7,9 +7,10 @@ For each step of the stored trajectories, every admissible action is scored by t
 shared-prefix scorer, batched across states) and put in a category: `take-right` / `take-wrong` (the object
 the task names, or another), `heat|cool|clean-needed` / `-unneeded` (the transformation the task asks for, or
 another), else the verb (`go`, `open`, `move`, ...). Prints one JSON object: the mean score per category, how
-often each category is the PRM's argmax, and at states offering both, the probability that a random "bad"
+often each category is the PRM's argmax, at states offering both, the probability that a random "bad"
 action (a wrong take or an unneeded transformation, which π0's rollouts almost never recover from) scores
-below a random other action (0.5: no preference; 1: always below).
+below a random other action (0.5: no preference; 1: always below), and at states offering both a right and a
+wrong take, the probability that the right one scores higher (the object matching the task's).
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ def bad_below_other(scores: list[float], cats: list[str]) -> float | None:
     return sum((g > b) + 0.5 * (g == b) for g in good for b in bad) / (len(good) * len(bad))
 
 
+def right_over_wrong_take(scores: list[float], cats: list[str]) -> float | None:
+    """P(score of a random right take > score of a random wrong take) at one state (ties count half)."""
+    right = [s for s, c in zip(scores, cats, strict=True) if c == "take-right"]
+    wrong = [s for s, c in zip(scores, cats, strict=True) if c == "take-wrong"]
+    if not right or not wrong:
+        return None
+    return sum((r > w) + 0.5 * (r == w) for r in right for w in wrong) / (len(right) * len(wrong))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prm", required=True)
@@ -68,7 +78,7 @@ def main() -> None:
     scores = load_scorer(args.prm).score_action_groups(prefixes, actions)
     by_cat: dict[str, list[float]] = defaultdict(list)
     argmax: Counter[str] = Counter()
-    below = []
+    below, takes = [], []
     for sc, cs in zip(scores, cats, strict=True):
         for s, c in zip(sc, cs, strict=True):
             by_cat[c].append(s)
@@ -76,11 +86,15 @@ def main() -> None:
         p = bad_below_other(sc, cs)
         if p is not None:
             below.append(p)
+        r = right_over_wrong_take(sc, cs)
+        if r is not None:
+            takes.append(r)
     print(json.dumps({
         "prm": args.prm, "trajectories": len(trajs), "states": len(prefixes),
         "mean_score": {c: {"n": len(v), "mean": round(statistics.mean(v), 4)} for c, v in sorted(by_cat.items())},
         "argmax": dict(argmax.most_common()),
         "bad_below_other": {"states": len(below), "mean": round(statistics.mean(below), 4) if below else None},
+        "right_over_wrong_take": {"states": len(takes), "mean": round(statistics.mean(takes), 4) if takes else None},
     }, indent=2))
 
 

@@ -25,6 +25,7 @@ def sft(
 ) -> None:
     """Fine-tune a causal LM on a trajectory store of demonstrations (loss on the agent's tokens); prints the
     policy folder and the loss as JSON."""
+    from accelerate import PartialState
     from pydantic import ValidationError
 
     from proctor.cli.errors import user_errors
@@ -39,6 +40,8 @@ def sft(
         fail(e, str(config))
     with user_errors(str(config)):
         out = train_sft(cfg)
+    if not PartialState().is_main_process:
+        return  # under accelerate launch / torchrun one summary: the processes' lines would interleave
     metrics = json.loads((out / METRICS_FILE).read_text())
     typer.echo(json.dumps({"output_dir": str(out), "examples": metrics["examples"],
                            "loss_first": metrics["loss_first"], "loss_last": metrics["loss_last"],

@@ -10,6 +10,9 @@
    list, memory) and its reply, the loss on the agent's tokens only (`proctor.rl.sft_data`); one sequence per
    step, or one per episode when that is exact (`examples: episodes`, T times fewer prompt tokens);
 4. optimisation: AdamW, linear warm-up then cosine decay, gradient clipping; batches grouped by length;
+   on Accelerate, so `accelerate launch` / `torchrun` runs it data-parallel unchanged: each of P processes
+   takes every P-th example of one global batch of `batch_size`·P, and the loss is normalised by the global
+   batch's token weight, so P processes follow the curve of one process at batch `batch_size`·P;
    the loss is the mean negative log-likelihood of the agent's tokens in the batch,
    L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}), M the masked-in positions (optionally plus the
    other tokens' NLL at weight `context_weight`, for models trained from scratch; the curve in `sft.json`
@@ -31,6 +34,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,13 +71,16 @@ class SFTConfig(BaseModel):
     max_length: int | None = Field(default=None, ge=2, description="drop longer sequences (None: keep all)")
     output_dir: Path = Field(description="where the policy folder is written")
     steps: int = Field(default=300, ge=1, description="optimizer steps")
-    batch_size: int = Field(default=16, ge=1)
+    batch_size: int = Field(default=16, ge=1, description="examples per process and step (global batch: "
+                            "batch_size × processes)")
     learning_rate: float = Field(default=1e-3, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     warmup_ratio: float = Field(default=0.05, ge=0, lt=1)
     max_grad_norm: float | None = Field(default=1.0, gt=0)
     seed: int = 0
-    device: str | None = Field(default=None, description="None: where the model loads (CPU); 'auto', 'cuda'")
+    device: Literal["auto", "cpu"] | None = Field(default=None, description="None or 'auto': Accelerate's device "
+                                                  "(a GPU when there is one; each process's own under accelerate "
+                                                  "launch / torchrun); 'cpu' forces the CPU")
     dtype: str | None = Field(default=None, description="None: the checkpoint's dtype; e.g. 'bfloat16'")
     progress: bool = True
 
@@ -101,14 +108,13 @@ def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, attn, loss
 
 
-def sft_loss(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
-             context_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(loss to minimise, mean NLL of the agent's tokens (detached), their number).
+def sft_sums(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
+             context_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """(Σ w_j·nll_j, Σ w_j, Σ of the agent tokens' NLL (detached), their number): the sums `sft_loss` divides.
 
-    Token j is predicted at position j−1 with nll_j = −log π(x_j | x_<j). With weights w_j = 1 on the agent's
-    tokens (`loss_mask`), `context_weight` on the other real tokens and 0 on padding, the loss is
-    Σ w_j·nll_j / Σ w_j (w = 0 elsewhere: the agent-token mean of the module docstring). Only positions that
-    predict a weighted token are projected to the vocabulary (`logits_to_keep`)."""
+    Token j is predicted at position j−1 with nll_j = −log π(x_j | x_<j); w_j = 1 on the agent's tokens
+    (`loss_mask`), `context_weight` on the other real tokens and 0 on padding. Only positions that predict a
+    weighted token are projected to the vocabulary (`logits_to_keep`)."""
     targets = loss_mask[:, 1:].bool()
     weights = targets.float()
     if context_weight > 0:
@@ -119,9 +125,15 @@ def sft_loss(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     labels = input_ids[:, 1:][:, keep]
     nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     w, picked = weights[:, keep], targets[:, keep]
-    n = int(picked.sum())
-    agent = (nll.detach() * picked).sum() / max(n, 1)
-    return (nll * w).sum() / w.sum().clamp(min=1e-8), agent, n
+    return (nll * w).sum(), w.sum(), (nll.detach() * picked).sum(), int(picked.sum())
+
+
+def sft_loss(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
+             context_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(loss to minimise, mean NLL of the agent's tokens (detached), their number): the loss is
+    Σ w_j·nll_j / Σ w_j (`sft_sums`; with `context_weight` 0 the agent-token mean of the module docstring)."""
+    weighted, weight, agent, n = sft_sums(model, input_ids, attention_mask, loss_mask, context_weight)
+    return weighted / weight.clamp(min=1e-8), agent / max(n, 1), n
 
 
 def masked_nll(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -143,19 +155,30 @@ def load_demonstrations(cfg: SFTConfig) -> list:
     return trajs
 
 
+def rank_batches(batches: Iterator[list[int]], rank: int, processes: int) -> Iterator[list[int]]:
+    """This process's share of each global batch: every `processes`-th example from position `rank`. Global
+    batches with fewer examples than processes (an epoch's short last batch) are skipped by every process."""
+    for batch in batches:
+        if len(batch) >= processes:
+            yield batch[rank::processes]
+
+
 def train_sft(cfg: SFTConfig) -> Path:
     """Fine-tune `cfg.model` on `cfg.data` as the module docstring describes; returns the policy folder."""
+    from accelerate import Accelerator
+
     from proctor.agents.generation_utils import eos_token_ids
     from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 
     start = time.monotonic()
+    accelerator = Accelerator(cpu=cfg.device == "cpu")
+    processes = accelerator.num_processes
     # 1. demonstrations
     trajs = load_demonstrations(cfg)
     # 2. policy
     torch.manual_seed(cfg.seed)
-    model, tokenizer = load_policy(cfg.model, lora=cfg.lora, dtype=cfg.dtype, device=cfg.device)
+    model, tokenizer = load_policy(cfg.model, lora=cfg.lora, dtype=cfg.dtype)  # `prepare` places it
     model.train()
-    device = next(model.parameters()).device
     # 3. examples, the loss on the agent's tokens only
     examples = build_examples(tokenizer, trajs, cfg.prompt, set(eos_token_ids(model, tokenizer)), cfg.examples)
     if cfg.max_length is not None:
@@ -163,39 +186,50 @@ def train_sft(cfg: SFTConfig) -> Path:
     if not examples:
         raise ValueError(f"no examples of at most max_length={cfg.max_length} tokens")
     lengths = [len(e.ids) for e in examples]
-    batches = length_grouped_batches(lengths, cfg.batch_size, random.Random(cfg.seed))
+    batches = rank_batches(length_grouped_batches(lengths, cfg.batch_size * processes, random.Random(cfg.seed)),
+                           accelerator.process_index, processes)
     # 4. optimisation
     params = trainable_parameters(model)
     optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    device = accelerator.device
     warmup = round(cfg.warmup_ratio * cfg.steps)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.steps, warmup))
     losses: list[float] = []
     tokens, loop_start = 0, time.monotonic()
-    with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress) as bar:
+    with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress and accelerator.is_main_process
+                       ) as bar:
         for _ in range(cfg.steps):
             ids, attn, mask = collate([examples[i] for i in next(batches)], tokenizer.pad_token_id)
-            loss, agent_nll, _ = sft_loss(model, ids.to(device), attn.to(device), mask.to(device),
-                                          cfg.context_weight)
+            weighted, weight, agent_sum, n = sft_sums(model, ids.to(device), attn.to(device), mask.to(device),
+                                                      cfg.context_weight)
+            # the global batch's Σw, so that the processes' averaged gradients are those of Σ weighted / Σ w
+            totals = accelerator.reduce(torch.stack([weight.detach(), agent_sum, torch.tensor(
+                float(n), device=device), attn.sum().to(device).float()]), reduction="sum")
+            loss = weighted * processes / totals[0].clamp(min=1e-8)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            accelerator.backward(loss)
             if cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
             optimizer.step()
             schedule.step()
-            losses.append(float(agent_nll))
-            tokens += int(attn.sum())
+            losses.append(float(totals[1] / totals[2].clamp(min=1)))
+            tokens += int(totals[3])
             recent = losses[-10:]
             bar.advance(1, stats=f"loss {sum(recent) / len(recent):.3f}, "
                                  f"{tokens / (time.monotonic() - loop_start):.0f} tok/s")
-    # 5. save
-    model.eval()
-    out = save_policy(model, tokenizer, cfg.output_dir)
-    metrics = {
-        "config": json.loads(cfg.model_dump_json()),
-        "trajectories": len(trajs), "examples": len(examples), "example_tokens": sum(lengths),
-        "target_tokens": sum(sum(e.mask) for e in examples), "trained_tokens": tokens,
-        "loss_first": sum(losses[:10]) / len(losses[:10]), "loss_last": sum(losses[-10:]) / len(losses[-10:]),
-        "losses": [round(x, 5) for x in losses], "wall_s": round(time.monotonic() - start, 2),
-    }
-    (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
+    # 5. save (one process writes; every process returns once the folder is complete)
+    model = accelerator.unwrap_model(model).eval()
+    out = Path(cfg.output_dir)
+    if accelerator.is_main_process:
+        save_policy(model, tokenizer, out)
+        metrics = {
+            "config": json.loads(cfg.model_dump_json()), "processes": processes,
+            "trajectories": len(trajs), "examples": len(examples), "example_tokens": sum(lengths),
+            "target_tokens": sum(sum(e.mask) for e in examples), "trained_tokens": tokens,
+            "loss_first": sum(losses[:10]) / len(losses[:10]), "loss_last": sum(losses[-10:]) / len(losses[-10:]),
+            "losses": [round(x, 5) for x in losses], "wall_s": round(time.monotonic() - start, 2),
+        }
+        (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
+    accelerator.wait_for_everyone()
     return out

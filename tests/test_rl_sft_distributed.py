@@ -1,0 +1,57 @@
+"""Data-parallel SFT: `proctor train sft` under torchrun with 2 CPU processes (gloo) splits each global batch of
+2 × 2 examples between the processes and normalises by the global batch's token weight, so its loss curve is
+that of one process at batch 4 on the same global batches; one process writes the policy and prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from proctor.rl.sft import METRICS_FILE, SFTConfig, rank_batches, train_sft
+from proctor.rollout import RolloutConfig, run_rollout
+
+PER_PROCESS, PROCESSES, STEPS = 2, 2, 16
+
+
+def test_rank_batches_split_global_batches_and_skip_short_ones() -> None:
+    batches = iter([[0, 1, 2, 3, 4], [5], [6, 7]])
+    assert list(rank_batches(batches, 1, 2)) == [[1, 3], [7]]
+    assert list(rank_batches(iter([[0, 1, 2], [3]]), 0, 1)) == [[0, 1, 2], [3]]
+
+
+def config(tmp_path, tiny_model_dir, demos, name: str, batch: int) -> dict:
+    return {"model": str(tiny_model_dir), "data": str(demos), "output_dir": str(tmp_path / name), "steps": STEPS,
+            "batch_size": batch, "learning_rate": 3e-3, "context_weight": 0.2, "device": "cpu", "progress": False,
+            "prompt": {"history": 2, "memory": True, "show_admissible": False, "system": ""}}
+
+
+@pytest.mark.slow
+def test_two_processes_follow_the_single_process_curve(tmp_path, tiny_model_dir):
+    demos = tmp_path / "demos"
+    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small"}, out=demos, split="train", tasks=8,
+                              agent={"kind": "expert", "expert": "search"}, progress=False))
+    (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(config(tmp_path, tiny_model_dir, demos, "ddp", PER_PROCESS)))
+    (tmp_path / "driver.py").write_text("from proctor.cli import main\n\nmain()\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(PROCESSES),
+           str(tmp_path / "driver.py"), "train", "sft", str(tmp_path / "ddp.yaml")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    printed = [json.loads(line) for line in res.stdout.splitlines() if line.startswith('{"output_dir"')]
+    assert [p["output_dir"] for p in printed] == [str(tmp_path / "ddp")]
+    ddp = json.loads((tmp_path / "ddp" / METRICS_FILE).read_text())
+    assert ddp["processes"] == PROCESSES and len(ddp["losses"]) == STEPS
+    # a global batch of one example would be skipped by 2 processes, not by 1: the data must not have one
+    assert ddp["examples"] % (PER_PROCESS * PROCESSES) != 1, ddp["examples"]
+
+    single = train_sft(SFTConfig.model_validate(config(tmp_path, tiny_model_dir, demos, "single",
+                                                       PER_PROCESS * PROCESSES)))
+    one = json.loads((single / METRICS_FILE).read_text())
+    assert one["processes"] == 1 and one["trained_tokens"] == ddp["trained_tokens"]
+    assert ddp["losses"] == pytest.approx(one["losses"], abs=2e-3)  # the same global batches, the same updates
+    assert sum(one["losses"][-3:]) < sum(one["losses"][:3])
