@@ -2,6 +2,10 @@
 
     python experiments/prm_action_categories.py --prm runs/quickstart/iter-0/prm \
         --trajectories runs/quickstart/iter-0/eval/policy/trajectories [--limit 100]
+    python experiments/prm_action_categories.py --policy runs/quickstart/iter-0/policy --trajectories ...
+
+With `--policy` the scores are a policy's log-likelihood of each action instead (the `choice` agent's ranking,
+with the quickstart's prompt): what the policy itself prefers, for comparison.
 
 For each step of the stored trajectories, every admissible action is scored by the PRM at that state (the
 shared-prefix scorer, batched across states) and put in a category: `take-right` / `take-wrong` (the object
@@ -20,12 +24,15 @@ import json
 import statistics
 from collections import Counter, defaultdict
 
+from proctor.agents.choice import ChoiceAgent
 from proctor.envs.household.tasks import TaskSpec, parse_task
 from proctor.prompts.render import prefix_at
 from proctor.search.scorer import load_scorer
 from proctor.trajectory import TrajectoryStore
 
 BAD = ("take-wrong", "heat-unneeded", "cool-unneeded", "clean-unneeded")
+#: the quickstart policy's prompt (`proctor.quickstart`)
+POLICY_PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 
 
 def category(action: str, spec: TaskSpec) -> str:
@@ -58,7 +65,9 @@ def right_over_wrong_take(scores: list[float], cats: list[str]) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prm", required=True)
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--prm", help="a PRM folder: its scores")
+    which.add_argument("--policy", help="a policy folder: its log-likelihood of each action (choice agent)")
     ap.add_argument("--trajectories", required=True, help="a household trajectory store (e.g. an evaluation's)")
     ap.add_argument("--limit", type=int, default=None, help="first N trajectories")
     args = ap.parse_args()
@@ -75,7 +84,12 @@ def main() -> None:
                 cats.append([category(a, spec) for a in admissible])
     if not prefixes:
         raise SystemExit(f"{args.trajectories}: no step with admissible actions")
-    scores = load_scorer(args.prm).score_action_groups(prefixes, actions)
+    if args.prm:
+        scores = load_scorer(args.prm).score_action_groups(prefixes, actions)
+    else:
+        agent = ChoiceAgent(args.policy, prompt=POLICY_PROMPT)
+        scores = [[c.meta["choice_logprob"] for c in options] for i in range(0, len(prefixes), 32)
+                  for options in agent.score(prefixes[i:i + 32])]
     by_cat: dict[str, list[float]] = defaultdict(list)
     argmax: Counter[str] = Counter()
     below, takes = [], []
@@ -90,7 +104,7 @@ def main() -> None:
         if r is not None:
             takes.append(r)
     print(json.dumps({
-        "prm": args.prm, "trajectories": len(trajs), "states": len(prefixes),
+        "scorer": args.prm or f"log-likelihood of {args.policy}", "trajectories": len(trajs), "states": len(prefixes),
         "mean_score": {c: {"n": len(v), "mean": round(statistics.mean(v), 4)} for c, v in sorted(by_cat.items())},
         "argmax": dict(argmax.most_common()),
         "bad_below_other": {"states": len(below), "mean": round(statistics.mean(below), 4) if below else None},
