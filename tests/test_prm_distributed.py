@@ -7,9 +7,6 @@ the mean of the ranks' loss means is the global batch's mean)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -18,6 +15,7 @@ from proctor.prm.config import PRMTrainConfig
 from proctor.prm.data import write_stepwise
 from proctor.prm.trainer import train_prm
 from test_prm_train import toy
+from torchrun_cli import torchrun_cli
 
 EXAMPLES, PER_RANK, RANKS, EPOCHS = 64, 4, 2, 2
 STEPS = EPOCHS * EXAMPLES // (PER_RANK * RANKS)  # 16 when the ranks share the data
@@ -52,12 +50,7 @@ def test_two_processes_share_the_data_and_follow_the_single_process_curve(tmp_pa
     assert len(examples) == EXAMPLES
     write_stepwise(examples, tmp_path / "train.jsonl")
     (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(config(tmp_path, tiny_model_dir, "ddp", PER_RANK)))
-    (tmp_path / "driver.py").write_text("from proctor.cli import main\n\nmain()\n")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(RANKS),
-           str(tmp_path / "driver.py"), "prm", "train", str(tmp_path / "ddp.yaml")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
-    res = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = torchrun_cli(tmp_path, ["prm", "train", str(tmp_path / "ddp.yaml")], RANKS)
     finals = [json.loads(line) for line in res.stdout.splitlines() if line.startswith('{"output_dir"')]
     assert [f["steps"] for f in finals] == [STEPS]  # rank 0 alone prints; a full job per rank would take 2 * STEPS
     state = json.loads((tmp_path / "ddp" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())

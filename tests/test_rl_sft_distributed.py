@@ -5,15 +5,13 @@ that of one process at batch 4 on the same global batches; one process writes th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from proctor.rl.sft import METRICS_FILE, SFTConfig, rank_batches, train_sft
 from proctor.rollout import RolloutConfig, run_rollout
+from torchrun_cli import torchrun_cli
 
 PER_PROCESS, PROCESSES, STEPS = 2, 2, 16
 
@@ -36,12 +34,7 @@ def test_two_processes_follow_the_single_process_curve(tmp_path, tiny_model_dir)
     run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small"}, out=demos, split="train", tasks=8,
                               agent={"kind": "expert", "expert": "search"}, progress=False))
     (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(config(tmp_path, tiny_model_dir, demos, "ddp", PER_PROCESS)))
-    (tmp_path / "driver.py").write_text("from proctor.cli import main\n\nmain()\n")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(PROCESSES),
-           str(tmp_path / "driver.py"), "train", "sft", str(tmp_path / "ddp.yaml")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
-    res = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = torchrun_cli(tmp_path, ["train", "sft", str(tmp_path / "ddp.yaml")], PROCESSES)
     printed = [json.loads(line) for line in res.stdout.splitlines() if line.startswith('{"output_dir"')]
     assert [p["output_dir"] for p in printed] == [str(tmp_path / "ddp")]
     ddp = json.loads((tmp_path / "ddp" / METRICS_FILE).read_text())
