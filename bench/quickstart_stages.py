@@ -66,6 +66,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     run = args.read
+    if run is not None and not (run / "manifest.json").is_file():
+        ap.error(f"{run}: no manifest.json (not a quickstart or `proctor run` directory)")
     if run is None:
         if args.out.exists() and any(args.out.iterdir()):
             ap.error(f"{args.out} is not empty: a resumed run would not time its finished stages")
