@@ -67,9 +67,10 @@ def sft_backbone(base: str | Path, work: Path, env: dict[str, Any], args: argpar
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    env = {"env": "household", "env_kwargs": {"max_steps": args.env_steps, "expert_hints": True},
+    preset = {"preset": args.preset} if args.preset else {}
+    env = {"env": "household", "env_kwargs": {"max_steps": args.env_steps, "expert_hints": True, **preset},
            "batch": 64, "progress": args.progress}
-    policy = {"kind": "epsilon", "epsilon": args.epsilon, "seed": args.seed}
+    policy = policy_agent(args)
     base = args.backbone or build_tiny(work / f"tiny-{args.hidden}x{args.layers}", hidden_size=args.hidden,
                                        layers=args.layers, heads=4, vocab_size=3000, max_position_embeddings=2048)
     if args.init == "sft":
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                           params={"gamma": args.gamma})
     else:  # candidate completions from every train state: K rollouts per (state, candidate action)
         roll(work / "candidates-train", **env, agent=policy, seed=args.seed, split="train",
-             start={"source": work / "rollouts-train", "prefix_lengths": "states",
+             start={"source": work / "rollouts-train", "prefix_lengths": "states", "per_source": args.per_source,
                     "completions": args.train_completions, "candidates": candidates})
         method = {"candidates": "mc-q"}.get(args.train_data, args.train_data)
         params = {"gamma": args.gamma, **({"margin": args.margin} if method == "candidate-pairs" else {})}
@@ -93,8 +94,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                       samples=1, seed=args.seed + 1)
     test_data, _ = label("mc-q", work / "rollouts-test", work / "targets-test", params={"gamma": args.gamma})
     comps = roll(work / "candidates", **env, agent=policy, seed=args.seed,
-                 start={"source": test_data, "prefix_lengths": "states", "completions": args.completions,
-                        "candidates": candidates})
+                 start={"source": test_data, "prefix_lengths": "states", "per_source": args.per_source,
+                        "completions": args.completions, "candidates": candidates})
     data_s = time.perf_counter() - start
     records = args.train_data in ("candidate-q", "candidate-pairs")
     prm, info = train(base, train_data, TARGET, work / f"prm-{args.train_data}-{args.init}-{args.hidden}x{args.layers}", args,
@@ -104,7 +105,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                    target=TARGET, completions=comps, margin=args.margin,
                                    mc=MCConfig(gamma=args.gamma), n_boot=args.bootstrap, seed=args.seed)
     return {
-        "env": "household", "policy": f"oracle expert, random admissible action with probability {args.epsilon}",
+        "env": "household", "policy": str(args.policy) if args.policy else
+        f"oracle expert, random admissible action with probability {args.epsilon}",
         "backbone": str(base), "init": args.init,
         "sft": sft_summary(base) if args.init == "sft" else None,
         "train": {"tasks": args.train_tasks, "rollouts": len(train_trajs), "data": args.train_data,
@@ -119,6 +121,16 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     }
 
 
+def policy_agent(args: argparse.Namespace) -> dict[str, Any]:
+    """The rollout policy: `--policy` (an SFT checkpoint acting as a `choice` agent at temperature 1, with the
+    prompt it was trained on, read from its `sft.json`), or the ε-mixed oracle expert."""
+    if args.policy is None:
+        return {"kind": "epsilon", "epsilon": args.epsilon, "seed": args.seed}
+    trained = json.loads((args.policy / METRICS_FILE).read_text())["config"]
+    return {"kind": "choice", "model": str(args.policy), "prompt": trained["prompt"], "temperature": 1.0,
+            "seed": args.seed}
+
+
 def sft_summary(folder: Path) -> dict[str, Any]:
     m = json.loads((Path(folder) / METRICS_FILE).read_text())
     return {k: m[k] for k in ("trajectories", "examples", "trained_tokens", "loss_first", "loss_last", "wall_s")}
@@ -130,6 +142,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=4, help="rollouts per train task")
     p.add_argument("--test-tasks", type=int, default=40)
     p.add_argument("--epsilon", type=float, default=0.5, help="probability of a random action per step")
+    p.add_argument("--policy", type=Path, default=None, help="roll out this SFT checkpoint (a `choice` agent) "
+                   "instead of the ε-mixed expert; `--backbone` the same folder initialises the PRM from it")
+    p.add_argument("--preset", default=None, help="household preset (e.g. 'small', the SFT policies' env)")
+    p.add_argument("--per-source", type=int, default=None,
+                   help="candidate states per rollout (default: all), drawn at random")
     p.add_argument("--env-steps", type=int, default=16, help="episode step limit")
     p.add_argument("--gamma", type=float, default=0.95)
     p.add_argument("--candidates", type=int, default=3, help="actions compared per test state (expert + random)")

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from proctor.agents.base import Agent, Candidate, Prefix
 from proctor.cli import app
 from proctor.models import load
+from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.rl.chai import CHAIConfig, train_chai
 from proctor.rl.critic import CriticChoiceAgent
 from proctor.rl.filtered_bc import FilteredBCConfig, clone_example, train_filtered_bc
-from proctor.rl.sequences import completion_logprobs, sequence_logprobs
 from proctor.trajectory import TrajectoryStore
 
 AGENT = {"kind": "hf", "temperature": 1.0, "max_new_tokens": 8, "prompt": {"history": 1}}

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from proctor.models import load
+from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.rl.grpo import GRPOConfig, step_samples, train_grpo
-from proctor.rl.sequences import completion_logprobs, sequence_logprobs
 from proctor.trajectory import TrajectoryStore
 
 

@@ -12,11 +12,11 @@ import torch
 
 from proctor.envs import make
 from proctor.models import load
+from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.prm.model import ProcessRewardModel
 from proctor.prompts import Candidate, Prefix, format_action, prefix_at
 from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
 from proctor.rl.pairs import candidate_tokens, preference_pair, prompt_ids
-from proctor.rl.sequences import completion_logprobs, sequence_logprobs
 from proctor.trajectory import TrajectoryStore
 
 

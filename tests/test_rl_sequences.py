@@ -1,4 +1,4 @@
-"""Completion log-probabilities (proctor.rl.sequences): padded batches and shared-prompt passes give the numbers
+"""Completion log-probabilities (proctor.models.sequences): padded batches and shared-prompt passes give the numbers
 and gradients of one unpadded forward per row; DPO's pair log-probs agree between the two paths."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from proctor.models import load
+from proctor.models.sequences import completion_logprobs, sequence_logprobs, shared_prompt_logprobs
 from proctor.rl.dpo_step import pair_logprobs
 from proctor.rl.pairs import PreferencePair
-from proctor.rl.sequences import completion_logprobs, sequence_logprobs, shared_prompt_logprobs
 
 PROMPTS = [[5, 6, 7, 8, 9, 30, 31], [12, 13], [18, 19, 20, 40]]
 COMPLETIONS = [[[10, 11], [50, 51, 52]], [[14, 15, 16, 17], [60]], [[21], [70, 71]]]

@@ -44,6 +44,30 @@ def train(
     typer.echo(json.dumps(out))
 
 
+@prm_app.command("train-likelihood")
+def train_likelihood(
+    config: Annotated[Path, typer.Argument(help="LikelihoodPRMConfig YAML (see `proctor.prm.likelihood`)")],
+) -> None:
+    """Train a likelihood PRM, Q(s, a) = σ(β·log π_θ(a|s) + b), from a policy checkpoint on labelled
+    trajectory stores; prints the output folder, examples and the first and last loss as JSON."""
+    from pydantic import ValidationError
+
+    from proctor.cli.errors import user_errors
+    from proctor.cli.options import fail, load_yaml_config
+    from proctor.prm.likelihood import LikelihoodPRMConfig, train_likelihood_prm
+
+    data = load_yaml_config(config)
+    try:
+        cfg = LikelihoodPRMConfig.model_validate(data)
+    except ValidationError as e:
+        fail(e, str(config))
+    with user_errors(str(config)):
+        out = train_likelihood_prm(cfg)
+    typer.echo(json.dumps({"output_dir": str(cfg.output_dir), "examples": out["examples"], "skipped": out["skipped"],
+                           "loss_first": out["curve"][0]["loss"], "loss_last": out["curve"][-1]["loss"],
+                           "bias": out["bias"], "wall_s": out["wall_s"]}))
+
+
 SCORE_HELP = """Score every step with a trained PRM (one forward pass per example or trajectory; labels are
 never needed). DATA is one of:
 

@@ -30,8 +30,8 @@ def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str
                 progress: bool = True) -> tuple[list[Trajectory], list[str]]:
     """Score `trajs` with the PRM at `prm_path` into the store `out`; returns the scored trajectories (in
     the order of `trajs`) and the ids of those that could not be scored (copied without scores)."""
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.scoring import PRMScorer, ScoringError
+    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.scoring import ScoringError
 
     store = TrajectoryStore(out, meta={"scored_by": str(prm_path), "score_key": key})
     try:
@@ -43,7 +43,7 @@ def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str
                 done[t.id] = t
         unscored: list[str] = [t.id for t in done.values() if t.steps and not any(key in s.scores for s in t.steps)]
         if todo:
-            scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_path), batch_size=batch_size)
+            scorer = open_scorer(prm_path, batch_size=batch_size)
             with StageProgress("prm scoring", total=len(todo), unit="trajectories", enabled=progress) as bar:
                 for i in range(0, len(todo), batch_size):
                     chunk = todo[i:i + batch_size]

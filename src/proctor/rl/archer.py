@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
+from proctor.models.sequences import completion_logprobs
 from proctor.progress import StageProgress
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.grpo import frozen_copy
@@ -39,7 +40,6 @@ from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_losses import Aggregation, pg_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.replay import ReplayBuffer, Transition, transitions
-from proctor.rl.sequences import completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
 

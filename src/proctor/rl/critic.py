@@ -25,11 +25,11 @@ import torch
 from torch import nn
 
 from proctor.agents.base import Agent, Candidate, Prefix
+from proctor.models.sequences import collate_completions
 from proctor.prm.model import _load_backbone_with_new_head as load_backbone_with_new_head
 from proctor.prompts import PromptConfig
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.replay import Transition
-from proctor.rl.sequences import collate_completions
 from proctor.rl.td import chai_select, q_targets, v_targets
 
 HEAD_LABELS = ("q1", "q2", "v1", "v2")

@@ -1,7 +1,7 @@
 """One DPO optimisation step over preference pairs, and the reference log-probabilities it compares to.
 
 For a batch of B pairs, each prompt runs once and its KV cache serves both completions (chosen and rejected;
-`proctor.rl.sequences.shared_prompt_logprobs`, gradients through the cache), or the 2B concatenated sequences
+`proctor.models.sequences.shared_prompt_logprobs`, gradients through the cache), or the 2B concatenated sequences
 run in one pass (`shared_prompt=False`); the vocabulary is projected only at completion positions. The sequence
 log-probs (sums, or per-token means with `average`) go to a registered DPO loss (`proctor.rl.dpo_losses`).
 
@@ -18,14 +18,14 @@ from typing import Any
 
 import torch
 
-from proctor.rl.dpo_losses import DPO_LOSSES, log_ratio_margin
-from proctor.rl.pairs import PreferencePair
-from proctor.rl.sequences import (
+from proctor.models.sequences import (
     batch_logprobs,
     collate_completions,
     sequence_logprobs,
     shared_prompt_logprobs,
 )
+from proctor.rl.dpo_losses import DPO_LOSSES, log_ratio_margin
+from proctor.rl.pairs import PreferencePair
 
 
 def pair_rows(pairs: Sequence[PreferencePair]) -> list[tuple[list[int], list[int]]]:

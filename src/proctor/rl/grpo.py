@@ -36,6 +36,7 @@ import torch
 from pydantic import Field
 
 from proctor.agents.registry import AgentConfig
+from proctor.models.sequences import completion_logprobs
 from proctor.progress import StageProgress
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
@@ -43,7 +44,6 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
-from proctor.rl.sequences import completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
 

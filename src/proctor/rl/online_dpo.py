@@ -39,7 +39,7 @@ from pydantic import Field
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentConfig
 from proctor.models.loading import resolve_device
-from proctor.prm.model import ProcessRewardModel
+from proctor.prm.likelihood import open_scorer
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
@@ -114,7 +114,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(cfg.prm, device=device))
+    scorer = open_scorer(cfg.prm, device=device)
     optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate,
                                   weight_decay=cfg.weight_decay)
     current, history = cfg.policy, []

@@ -35,6 +35,8 @@ from pydantic import Field, model_validator
 
 from proctor.credit.outcome import outcome
 from proctor.credit.progress import compose_rewards
+from proctor.models.sequences import collate_completions, completion_logprobs
+from proctor.prm.likelihood import open_scorer
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
@@ -47,7 +49,6 @@ from proctor.rl.online_config import OnlineConfig
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss, value_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
-from proctor.rl.sequences import collate_completions, completion_logprobs
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
 
@@ -99,7 +100,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
     policy, tokenizer, device = start_run(cfg)
     critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False, dtype=cfg.dtype)
     critic.to(device or "cpu")
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(cfg.prm, device=device)) if cfg.prm else None
+    scorer = open_scorer(cfg.prm, device=device) if cfg.prm else None
     reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
     opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     opt_critic = torch.optim.AdamW(trainable_parameters(critic), lr=cfg.critic_learning_rate)

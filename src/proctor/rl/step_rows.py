@@ -2,7 +2,7 @@
 the token ids the policy generated for its action (`Step.token_ids`, never a re-tokenization), with per-token
 quantities filled in before the updates (old, reference and sampling log-probs; advantages; values).
 
-Right-aligned [B, K] tensors are the layout of `proctor.rl.sequences.completion_logprobs`: each row's tokens
+Right-aligned [B, K] tensors are the layout of `proctor.models.sequences.completion_logprobs`: each row's tokens
 occupy its last len(completion) columns.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from proctor.models.sequences import completion_logprobs
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.pairs import prompt_ids
-from proctor.rl.sequences import completion_logprobs
 from proctor.trajectory import Trajectory
 
 

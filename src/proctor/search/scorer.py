@@ -14,9 +14,8 @@ def check_prm_folder(path: str) -> str:
 
 
 def load_scorer(path: str, batch_size: int = 16, device: str | None = None, dtype: str = "auto") -> Any:
-    """A `PRMScorer` over the PRM saved in `path` (safetensors only)."""
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.scoring import PRMScorer
+    """The scorer of the PRM saved in `path` (safetensors only): a `PRMScorer`, or a `LikelihoodScorer` for a
+    likelihood PRM (`proctor.prm.likelihood`)."""
+    from proctor.prm.likelihood import open_scorer
 
-    prm = ProcessRewardModel.from_pretrained(path, dtype=dtype, device=device)
-    return PRMScorer(prm, batch_size=batch_size)
+    return open_scorer(path, batch_size, device, dtype)

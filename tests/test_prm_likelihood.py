@@ -1,0 +1,151 @@
+"""The likelihood PRM (`proctor.prm.likelihood`): its score formula by hand, its data (replayed prefixes left
+out, bad targets named), that training on targets favouring one action makes it rank that action first at
+states it never saw, that its scorer agrees with itself and with the policy's log-likelihoods, and that search,
+the loader and the CLI take its folder like any PRM folder."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from proctor.agents.base import Agent, Candidate, Prefix
+from proctor.agents.choice import ChoiceAgent
+from proctor.cli import app
+from proctor.prm.likelihood import (
+    LIKELIHOOD_FILE,
+    LikelihoodPRMConfig,
+    LikelihoodScorer,
+    labelled_steps,
+    likelihood_score,
+    open_scorer,
+    train_likelihood_prm,
+)
+from proctor.prompts.render import prefix_at
+from proctor.rollout import RolloutConfig, run_rollout
+from proctor.search.best_of_n import BestOfNAgent
+from proctor.search.scorer import load_scorer
+from proctor.trajectory import TrajectoryStore
+
+PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
+FAVOURED = "examine "  # favoured actions start with it (several tokens; "look" is one)
+ENV = {"env": "household", "env_kwargs": {"preset": "small", "max_steps": 6}}
+
+
+def test_score_formula_by_hand():
+    # β = 2, b = −1, ℓ = −0.5: z = −2, σ(−2) = 1/(1 + e²) = 0.11920292
+    assert likelihood_score(-0.5, 2.0, -1.0) == pytest.approx(0.11920292, abs=1e-8)
+    assert likelihood_score(0.0, 1.0, 0.0) == 0.5
+    assert likelihood_score(-1000.0, 1.0, 0.0) == pytest.approx(0.0, abs=1e-300)  # no overflow
+    assert likelihood_score(1000.0, 1.0, 0.0) == 1.0
+
+
+def _labelled_store(root: Path, split: str, tasks: int) -> Path:
+    """Random-agent household episodes whose steps carry targets['fav'] = 1 for "examine ...", 0 otherwise."""
+    raw = run_rollout(RolloutConfig(**ENV, out=root / f"raw-{split}", split=split, tasks=tasks, samples=2, seed=3,
+                                    progress=False)).store.load()
+    out = TrajectoryStore(root / f"fav-{split}")
+    for t in raw:
+        steps = [s.model_copy(update={"targets": {"fav": float(s.action.startswith(FAVOURED))}}) for s in t.steps]
+        out.append(t.model_copy(update={"steps": steps}))
+    return root / f"fav-{split}"
+
+
+def test_labelled_steps_leave_out_replayed_prefixes_and_count_unlabelled(tmp_path):
+    src = _labelled_store(tmp_path, "train", 2)
+    trajs = TrajectoryStore.open(src).load()
+    store = TrajectoryStore(tmp_path / "mixed")
+    first = trajs[0]
+    store.append(first.model_copy(update={"meta": {**(first.meta or {}), "prefix_len": 2}}))
+    second = trajs[1]
+    unl = [s.model_copy(update={"targets": {}}) if i == 0 else s for i, s in enumerate(second.steps)]
+    store.append(second.model_copy(update={"steps": unl}))
+    rows, counts = labelled_steps([tmp_path / "mixed"], "fav")
+    assert counts == {"replayed": 2, "unlabelled": 1}
+    assert len(rows) == len(first.steps) - 2 + len(second.steps) - 1
+    assert [i for t, i, _ in rows if t.id == first.id] == list(range(2, len(first.steps)))
+
+
+def test_bad_targets_are_named(tmp_path):
+    src = TrajectoryStore.open(_labelled_store(tmp_path, "train", 1)).load()[0]
+    bad = TrajectoryStore(tmp_path / "bad")
+    steps = [s.model_copy(update={"targets": {"fav": 1.5}}) if i == 1 else s for i, s in enumerate(src.steps)]
+    bad.append(src.model_copy(update={"steps": steps}))
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'bad'}: trajectory .* step 1: field 'targets.fav' = 1.5"):
+        labelled_steps([tmp_path / "bad"], "fav")
+    with pytest.raises(ValueError, match="no step has field 'targets.mc-q'"):
+        labelled_steps([tmp_path / "bad"], "mc-q")
+    with pytest.raises(ValueError, match="no trajectory store there"):
+        LikelihoodPRMConfig(policy="x", data=[tmp_path / "missing"], output_dir=tmp_path / "o")
+
+
+class AllAdmissible(Agent):
+    """Proposes every admissible action once, in the env's order."""
+
+    name = "all-admissible"
+
+    def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
+        return [[Candidate(a, raw_output=a) for a in p.admissible_actions] for p in prefixes]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("likelihood")
+    data = _labelled_store(root, "train", 8)
+    cfg = LikelihoodPRMConfig(policy=str(tiny_model_dir), prompt=PROMPT, data=[data], target="fav",
+                              output_dir=root / "prm", steps=150, batch_size=8, learning_rate=3e-3,
+                              warmup_steps=5, progress=False)
+    summary = train_likelihood_prm(cfg)
+    assert summary["examples"] > 0 and summary["skipped"] == {"replayed": 0, "unlabelled": 0}
+    return root / "prm", _labelled_store(root, "test", 4)
+
+
+def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_states(trained):
+    prm, test = trained
+    scorer = open_scorer(prm)
+    assert isinstance(scorer, LikelihoodScorer) and isinstance(load_scorer(str(prm)), LikelihoodScorer)
+    states = [prefix_at(t, i) for t in TrajectoryStore.open(test).load() for i in range(len(t.steps))]
+    states = [p for p in states if any(a.startswith(FAVOURED) for a in p.admissible_actions)][:20]
+    assert len(states) >= 10
+    groups = scorer.score_action_groups(states, [p.admissible_actions for p in states])
+    top = [p.admissible_actions[max(range(len(g)), key=g.__getitem__)] for p, g in zip(states, groups, strict=True)]
+    assert sum(a.startswith(FAVOURED) for a in top) >= 0.9 * len(top), top  # untrained: 0 of 20
+    best = BestOfNAgent(AllAdmissible(), scorer, n=1).act(states, 1)
+    assert [c[0].action for c in best] == top
+
+
+def test_scorer_equals_the_policy_loglikelihood_formula_and_agrees_with_itself(trained):
+    prm, test = trained
+    scorer = LikelihoodScorer(prm)
+    meta = json.loads((prm / LIKELIHOOD_FILE).read_text())
+    traj = TrajectoryStore.open(test).load()[0]
+    per_step = scorer.score_trajectories([traj])[0]
+    policy = ChoiceAgent(prm, prompt=PROMPT)
+    for i, step in enumerate(traj.steps):
+        prefix = prefix_at(traj, i)
+        assert scorer.score_actions(prefix, [step.action])[0] == pytest.approx(per_step[i], abs=1e-6)
+        prefix.info["admissible_actions"] = [step.action]
+        logp = policy.score([prefix])[0][0].meta["choice_logprob"]
+        z = meta["beta"] * logp + meta["bias"]
+        assert per_step[i] == pytest.approx(1 / (1 + math.exp(-z)), abs=1e-6)
+    with pytest.raises(ValueError, match="renders states with the prompt it was trained with"):
+        scorer.score_actions(prefix_at(traj, 0), ["look"], {"history": None})
+
+
+def test_cli_trains_and_names_config_errors(tmp_path, tiny_model_dir):
+    data = _labelled_store(tmp_path, "train", 2)
+    cfg = {"policy": str(tiny_model_dir), "prompt": PROMPT, "data": [str(data)], "target": "fav",
+           "output_dir": str(tmp_path / "prm"), "steps": 3, "batch_size": 4, "progress": False}
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(cfg))
+    res = CliRunner().invoke(app, ["prm", "train-likelihood", str(tmp_path / "ok.yaml")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["output_dir"] == str(tmp_path / "prm") and (tmp_path / "prm" / LIKELIHOOD_FILE).is_file()
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**cfg, "beta": -1}))
+    res = CliRunner().invoke(app, ["prm", "train-likelihood", str(tmp_path / "bad.yaml")])
+    assert res.exit_code != 0 and "beta" in res.output
