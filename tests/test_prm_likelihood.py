@@ -26,6 +26,7 @@ from proctor.prm.likelihood import (
     open_scorer,
     train_likelihood_prm,
 )
+from proctor.prm.trajectory_eval import evaluate_trajectories
 from proctor.prompts.render import prefix_at
 from proctor.rollout import RolloutConfig, run_rollout
 from proctor.search.best_of_n import BestOfNAgent
@@ -149,3 +150,10 @@ def test_cli_trains_and_names_config_errors(tmp_path, tiny_model_dir):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**cfg, "beta": -1}))
     res = CliRunner().invoke(app, ["prm", "train-likelihood", str(tmp_path / "bad.yaml")])
     assert res.exit_code != 0 and "beta" in res.output
+
+
+def test_trajectory_report_takes_a_likelihood_prm(trained):
+    prm, test = trained
+    report = evaluate_trajectories(open_scorer(prm), TrajectoryStore.open(test).load(), target="fav", n_boot=50)
+    assert report["score_at"] == "action"
+    assert report["targets"]["auroc"] > 0.9  # the favoured steps score above the others

@@ -265,6 +265,7 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
     """`prm eval --trajectories`: the report of `proctor.prm.trajectory_eval` as JSON on stdout."""
     from proctor.cli.errors import user_errors
     from proctor.credit.montecarlo import MCConfig
+    from proctor.prm.likelihood import open_scorer
     from proctor.prm.trajectory_eval import evaluate_trajectories
     from proctor.trajectory import TrajectoryStore
 
@@ -275,7 +276,7 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
                 raise FileNotFoundError(f"{flag} {path}: not a trajectory store (no manifest.json)")
         trajs = TrajectoryStore.open(store).load()
         comps = TrajectoryStore.open(candidates).load() if candidates is not None else None
-        scorer = _scorer(model, batch_size)
+        scorer = open_scorer(model, batch_size)
         report = evaluate_trajectories(scorer, trajs, target=target, completions=comps, margin=margin,
                                        mc=MCConfig(gamma=gamma), n_boot=n_boot, progress=True)
     summary = {"model": str(model), "trajectories": str(store), **report}

@@ -187,6 +187,8 @@ class LikelihoodScorer:
     the trainers use. The PRM renders states with the prompt it was trained with; a `cfg` passed by a caller
     (another PRM's renderer) must be None or that prompt."""
 
+    score_at = "action"
+
     def __init__(self, path: str | Path, batch_size: int = 16, device: str | None = None, dtype: str = "auto"):
         from proctor.agents.choice import ChoiceAgent
 

@@ -67,6 +67,11 @@ class PRMScorer:
     def marker(self) -> str:
         return self.prm.spec.tokenization.marker
 
+    @property
+    def score_at(self) -> str:
+        """'action' (a PRM / Q) or 'state' (a value model V(s))."""
+        return self.prm.spec.score_at
+
     @torch.no_grad()
     def score_features(self, features: Sequence[dict[str, Any]]) -> list[list[float]]:
         """Per-step scores for tokenized features, one forward pass per batch."""

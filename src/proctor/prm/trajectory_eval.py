@@ -126,7 +126,7 @@ def evaluate_trajectories(scorer: PRMScorer, trajs: Sequence[Trajectory], *, tar
     """The report of `proctor prm eval --trajectories` (module docstring)."""
     if not trajs:
         raise ValueError("no trajectories to evaluate")
-    score_at = scorer.prm.spec.score_at
+    score_at = scorer.score_at
     scores = step_scores(scorer, trajs, score_at, progress)
     flat = [x for row in scores for x in row]
     report: dict[str, Any] = {"trajectories": len(trajs), "tasks": len({t.task_id for t in trajs}),
