@@ -108,3 +108,26 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
     assert stages["iter-0/candidates"]["config"]["agent"]["kind"] == "epsilon"
     assert stages["iter-0/prm"]["inputs"] == ["model", "iter-0/candidate-pairs", "iter-0/candidates"]
     assert stages["iter-0/prm"]["config"]["loss"] == "bradley_terry"
+
+
+def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
+    cfg = toy_config(tmp_path / "run")
+    cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4}
+    cfg["iterations"] = 0  # this toy policy proposes one action everywhere: online DPO would find no pairs
+    cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:2]
+    summary = run_pipeline(PipelineConfig.model_validate(cfg))
+    assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"]
+    assert all(r["prm_mean_score"] is not None for r in summary["results"])  # the monitor's PRM scores
+    stages = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
+    prm = stages["iter-0/prm"]
+    assert prm["outputs"] == ["iter-0/prm/likelihood_prm.json"] and prm["result"]["examples"] > 0
+    assert prm["config"]["prompt"]["history"] == 2 and prm["config"]["policy"].endswith("iter-0/policy")
+    cfg = toy_config(tmp_path / "run2")
+    cfg["prm"] = {"kind": "likelihood"}
+    cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}}
+    cfg["env_kwargs"]["expert_hints"] = True
+    with pytest.raises(ValueError, match="trains on step targets, not on candidate pairs"):
+        PipelineConfig.model_validate(cfg)
+    cfg["prm"] = {"kind": "lik"}
+    with pytest.raises(ValueError, match="prm.kind: 'lik' is not"):
+        PipelineConfig.model_validate(cfg)

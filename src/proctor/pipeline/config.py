@@ -115,12 +115,23 @@ class PipelineConfig(_Section):
         default=None, description="train the PRM on candidate-action pairs at the policy's states (None: on "
         "`targets` of its rollouts)")
     prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training; "
-                                "model.backbone defaults to `$policy` (π_k), `$model` is the starting model")
+                                "model.backbone defaults to `$policy` (π_k), `$model` is the starting model; or "
+                                "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt)")
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
     evaluate: EvalSection
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
+
+    @model_validator(mode="after")
+    def _prm_kind(self) -> PipelineConfig:
+        kind = self.prm.get("kind", "head")
+        if kind not in ("head", "likelihood"):
+            raise ValueError(f"prm.kind: {kind!r} is not 'head' (a PRM head, `proctor prm train`) or 'likelihood' "
+                             "(`proctor.prm.likelihood`)")
+        if kind == "likelihood" and self.prm_candidates is not None:
+            raise ValueError("prm.kind 'likelihood' trains on step targets, not on candidate pairs (prm_candidates)")
+        return self
 
     @model_validator(mode="after")
     def _monitored_entry(self) -> PipelineConfig:

@@ -151,6 +151,8 @@ class Pipeline:
 
         out = self.out / f"iter-{k}" / "prm"
         section = dict(self.cfg.prm)
+        if section.pop("kind", "head") == "likelihood":
+            return self.likelihood_prm(k, policy, labelled, out, section)
         model = {"head": "scalar", "dtype": "float32", "backbone": "$policy", **section.pop("model", {})}
         model["backbone"] = {"$policy": str(policy), "$model": self.model_dir}.get(model["backbone"], model["backbone"])
         training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
@@ -177,6 +179,24 @@ class Pipeline:
                                   outputs=[out / "train_log.json"], config=pcfg.model_dump(mode="json"),
                                   run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})
+        self.report("prm", rec)
+        return out
+
+    def likelihood_prm(self, k: int, policy: Path, labelled: Path, out: Path, section: dict[str, Any]) -> Path:
+        """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
+        reading states with the policy agent's prompt."""
+        from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
+
+        prompt = self.cfg.policy_agent.get("prompt")
+        lcfg = LikelihoodPRMConfig.model_validate({
+            "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"), "progress": False,
+            **({"prompt": prompt} if prompt is not None else {}), **section,
+            "policy": str(policy), "data": [str(labelled)], "output_dir": str(out)})
+        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
+                                  outputs=[out / LIKELIHOOD_FILE], config=lcfg.model_dump(mode="json"),
+                                  run=lambda: train_likelihood_prm(lcfg),
+                                  result=lambda r: {"first_loss": r["curve"][0]["loss"],
+                                                    "last_loss": r["curve"][-1]["loss"], "examples": r["examples"]})
         self.report("prm", rec)
         return out
 
