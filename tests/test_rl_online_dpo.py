@@ -10,12 +10,14 @@ import math
 import pytest
 import torch
 
+from proctor.agents.base import Agent
 from proctor.envs import make
 from proctor.models import load
 from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.prm.model import ProcessRewardModel
+from proctor.prm.scoring import PRMScorer
 from proctor.prompts import Candidate, Prefix, format_action, prefix_at
-from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+from proctor.rl.online_dpo import OnlineDPOConfig, collect_pairs, train_online_dpo
 from proctor.rl.pairs import candidate_tokens, preference_pair, prompt_ids
 from proctor.trajectory import TrajectoryStore
 
@@ -176,3 +178,28 @@ def test_states_from_a_stored_rollout_of_the_policy(tiny_model_dir, prm_dir, tmp
     m = train_online_dpo(cfg).iterations[0]
     assert m["states_from"] == str(tmp_path / "store") and m["states"] == 4
     assert not (tmp_path / "run/iter-1/rollouts").exists()
+
+
+class Scripted(Agent):
+    """Proposes the given draws at every state, in order."""
+
+    name = "scripted"
+
+    def __init__(self, draws: list[str]):
+        self.draws = draws
+
+    def act(self, prefixes, n=1):
+        return [[Candidate(a, raw_output=a) for a in self.draws[:n]] for _ in prefixes]
+
+
+def test_pairs_come_from_distinct_actions_and_one_repeated_action_is_a_tie(tiny_model_dir, prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"})
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_dir))
+    _, tok = load(tiny_model_dir)
+    prefix = _household_prefix()
+    a, b = prefix.admissible_actions[:2]
+    pairs, counts = collect_pairs(cfg, [prefix], Scripted([a, a, a, a]), scorer, tok)
+    assert pairs == [] and counts["ties"] == 1 and counts["candidates"] == 0
+    pairs, counts = collect_pairs(cfg, [prefix, prefix], Scripted([a, a, b, a]), scorer, tok)
+    assert counts["ties"] == 0 and counts["candidates"] == 4  # two distinct actions per state
+    assert [{p.chosen, p.rejected} for p in pairs] == [{a, b}, {a, b}]

@@ -5,9 +5,10 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 1. states: the current policy's rollouts on the env's tasks (`proctor.rollout.run_rollout`), or, for the
    first iteration, a given trajectory store of them (`states_from`); every step's prefix is a state,
    `max_states` of them are drawn at random;
-2. candidates: the policy proposes N ≥ 2 actions per state (its agent config: `hf`, `choice`, ...);
+2. candidates: the policy proposes N ≥ 2 actions per state (its agent config: `hf`, `choice`, ...), of which
+   the distinct ones are kept (first draw of each; a state whose draws are all one action is a tie);
 3. preferences: the PRM scores each (state, action) (`PRMScorer.score_actions`, the state's KV cache shared
-   by the N candidates); chosen = best, rejected = worst, an unfinished generation's score lowered by
+   by the candidates); chosen = best, rejected = worst, an unfinished generation's score lowered by
    `unfinished_penalty`, ties skipped (`proctor.rl.pairs.preference_pair`);
 4. tokens: the candidate's own generated ids when it carries them (never a re-tokenization), else the one
    renderer's assistant reply for the action (`proctor.rl.pairs.candidate_tokens`);
@@ -183,7 +184,8 @@ def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: rand
 
 def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: PRMScorer,
                   tokenizer: Any) -> tuple[list[PreferencePair], dict[str, Any]]:
-    """N actions per state from `sampler`, PRM scores, one (best, worst) pair per state that is not a tie."""
+    """N actions per state from `sampler`, PRM scores of the distinct ones, one (best, worst) pair per state that
+    is not a tie (a state whose N draws are one action is a tie)."""
     pairs: list[PreferencePair] = []
     counts = {"states": len(prefixes), "ties": 0, "too_long": 0, "candidates": 0, "unfinished": 0}
     score_sum = 0.0
@@ -192,9 +194,13 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
             chunk = prefixes[start:start + cfg.batch]
             for p in chunk:
                 sampler.reset(p)
-            for prefix, cands in zip(chunk, sampler.act(chunk, n=cfg.n_actions), strict=True):
-                scores = scorer.score_actions(prefix, [c.action for c in cands], cfg.prm_prompt)
+            for prefix, drawn in zip(chunk, sampler.act(chunk, n=cfg.n_actions), strict=True):
+                cands = list({c.action: c for c in reversed(drawn)}.values())[::-1]  # first draw of each action
+                if len(cands) < 2:  # every draw the same action: nothing to prefer
+                    counts["ties"] += 1
+                    continue
                 counts["candidates"] += len(cands)
+                scores = scorer.score_actions(prefix, [c.action for c in cands], cfg.prm_prompt)
                 counts["unfinished"] += sum(not c.finished for c in cands)
                 score_sum += sum(scores)
                 pick = preference_pair(scores, [c.finished for c in cands], cfg.unfinished_penalty, cfg.margin)
