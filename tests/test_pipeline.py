@@ -24,7 +24,9 @@ def toy_config(out) -> dict:
         "iterations": 1,
         "rollout": {"split": "train", "tasks": 3, "samples": 2},
         "prm": {"training": {"max_steps": 3, "per_device_train_batch_size": 4}},
-        "improve": {"tasks": 2, "n_actions": 2, "batch_size": 4},
+        # this barely trained policy puts nearly all mass on one action: sample it hot to get distinct actions
+        "improve": {"tasks": 2, "n_actions": 4, "batch_size": 4,
+                    "agent": {"kind": "choice", "temperature": 4.0, "prompt": PROMPT}},
         "monitor": {"states": 2, "completions": 2},
         "evaluate": {"split": "test", "tasks": 2, "entries": [
             {"name": "policy", "agent": policy},
@@ -113,15 +115,15 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
 def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg = toy_config(tmp_path / "run")
     cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4}
-    cfg["iterations"] = 0  # this toy policy proposes one action everywhere: online DPO would find no pairs
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:2]
     summary = run_pipeline(PipelineConfig.model_validate(cfg))
-    assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"]
+    assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"] * 2
     assert all(r["prm_mean_score"] is not None for r in summary["results"])  # the monitor's PRM scores
     stages = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
     prm = stages["iter-0/prm"]
     assert prm["outputs"] == ["iter-0/prm/likelihood_prm.json"] and prm["result"]["examples"] > 0
     assert prm["config"]["prompt"]["history"] == 2 and prm["config"]["policy"].endswith("iter-0/policy")
+    assert stages["iter-0/improve"]["result"]["iterations"][0]["pairs"] > 0  # online DPO scored by it
     cfg = toy_config(tmp_path / "run2")
     cfg["prm"] = {"kind": "likelihood"}
     cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}}

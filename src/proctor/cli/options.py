@@ -49,6 +49,20 @@ def load_yaml_config(path: Path) -> dict[str, Any]:
     return data
 
 
+def validated_config(path: Path, model: Any, output_dir: Path | None = None) -> Any:
+    """`model` (a pydantic config class) validated from the YAML at `path`, `output_dir` overriding the file's;
+    a validation error is one line naming the file and the fields."""
+    from pydantic import ValidationError
+
+    data = load_yaml_config(path)
+    if output_dir is not None:
+        data["output_dir"] = str(output_dir)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        fail(e, str(path))
+
+
 def agent_from_options(kind: str, agent_args: list[str], *, model: str | None = None, base_url: str | None = None,
                        expert_kind: str | None = None, temperature: float | None = None,
                        prompt_format: str | None = None, seed: int = 0) -> dict[str, Any]:

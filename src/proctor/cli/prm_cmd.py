@@ -50,17 +50,11 @@ def train_likelihood(
 ) -> None:
     """Train a likelihood PRM, Q(s, a) = σ(β·log π_θ(a|s) + b), from a policy checkpoint on labelled
     trajectory stores; prints the output folder, examples and the first and last loss as JSON."""
-    from pydantic import ValidationError
-
     from proctor.cli.errors import user_errors
-    from proctor.cli.options import fail, load_yaml_config
+    from proctor.cli.options import validated_config
     from proctor.prm.likelihood import LikelihoodPRMConfig, train_likelihood_prm
 
-    data = load_yaml_config(config)
-    try:
-        cfg = LikelihoodPRMConfig.model_validate(data)
-    except ValidationError as e:
-        fail(e, str(config))
+    cfg = validated_config(config, LikelihoodPRMConfig)
     with user_errors(str(config)):
         out = train_likelihood_prm(cfg)
     typer.echo(json.dumps({"output_dir": str(cfg.output_dir), "examples": out["examples"], "skipped": out["skipped"],

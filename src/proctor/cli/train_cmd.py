@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from proctor.cli.options import fail, load_yaml_config
+from proctor.cli.options import validated_config
 from proctor.cli.root import app
 
 train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO, GRPO/PPO, ArCHer/CHAI/filtered BC.",
@@ -26,18 +26,11 @@ def sft(
     """Fine-tune a causal LM on a trajectory store of demonstrations (loss on the agent's tokens); prints the
     policy folder and the loss as JSON."""
     from accelerate import PartialState
-    from pydantic import ValidationError
 
     from proctor.cli.errors import user_errors
     from proctor.rl.sft import METRICS_FILE, SFTConfig, train_sft
 
-    data = load_yaml_config(config)
-    if output_dir is not None:
-        data["output_dir"] = str(output_dir)
-    try:
-        cfg = SFTConfig.model_validate(data)
-    except ValidationError as e:
-        fail(e, str(config))
+    cfg = validated_config(config, SFTConfig, output_dir)
     with user_errors(str(config)):
         out = train_sft(cfg)
     if not PartialState().is_main_process:
@@ -54,18 +47,10 @@ def dpo(
     output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
 ) -> None:
     """Online DPO against a PRM (AgentPRM stage 3); prints one JSON line per iteration, then the last policy."""
-    from pydantic import ValidationError
-
     from proctor.cli.errors import user_errors
     from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
 
-    data = load_yaml_config(config)
-    if output_dir is not None:
-        data["output_dir"] = str(output_dir)
-    try:
-        cfg = OnlineDPOConfig.model_validate(data)
-    except ValidationError as e:
-        fail(e, str(config))
+    cfg = validated_config(config, OnlineDPOConfig, output_dir)
     with user_errors(str(config)):
         result = train_online_dpo(cfg)
     for metrics in result.iterations:
@@ -78,8 +63,6 @@ def dpo(
 def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None:
     """`proctor train grpo|ppo|archer|chai|fbc`: validate the YAML, train, print one JSON line per iteration (the
     per-step logs left out) and the policy."""
-    from pydantic import ValidationError
-
     from proctor.cli.errors import user_errors
 
     if method == "grpo":
@@ -97,13 +80,7 @@ def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None
     else:
         from proctor.rl.filtered_bc import FilteredBCConfig as Config
         from proctor.rl.filtered_bc import train_filtered_bc as train
-    data = load_yaml_config(config)
-    if output_dir is not None:
-        data["output_dir"] = str(output_dir)
-    try:
-        cfg = Config.model_validate(data)
-    except ValidationError as e:
-        fail(e, str(config))
+    cfg = validated_config(config, Config, output_dir)
     with user_errors(str(config)):
         result = train(cfg)
     for metrics in result.iterations:

@@ -62,6 +62,18 @@ def collate_completions(rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad
     return CompletionBatch(ids, attn, positions, comp)
 
 
+def left_pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids, attention mask, position ids) [B, W] of token rows left-padded to the longest; positions count
+    each row's real tokens from 0."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, width - len(r):] = torch.tensor(list(r), dtype=torch.long)
+        attn[b, width - len(r):] = 1
+    return ids, attn, (attn.cumsum(dim=1) - 1).clamp(min=0)
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[target] per position, computed in float32: z[y] − logsumexp(z). [B, K]."""
     logits = logits.float()
@@ -109,13 +121,7 @@ def shared_prompt_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[in
     if any(not p for p in prompts) or any(not c for c in rows):
         raise ValueError("empty prompt or completion")
     dev = next(model.parameters()).device
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(prompts), width), dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
-        attn[b, width - len(p):] = 1
-    positions = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    ids, attn, positions = left_pad(prompts, pad_id)
     out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=positions.to(dev), use_cache=True,
                 logits_to_keep=1)
     cache = out.past_key_values

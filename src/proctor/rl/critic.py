@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from proctor.agents.base import Agent, Candidate, Prefix
-from proctor.models.sequences import collate_completions
+from proctor.models.sequences import collate_completions, left_pad
 from proctor.prm.model import _load_backbone_with_new_head as load_backbone_with_new_head
 from proctor.prompts import PromptConfig
 from proctor.rl.pairs import prompt_ids
@@ -84,14 +84,8 @@ class UtteranceCritic(nn.Module):
 
     def state_values(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
         """V [B, 2] of states given by their prompt ids (the head at each prompt's last token)."""
-        dev, pad = self.device, self.model.config.pad_token_id
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(prompts), width), dtype=torch.long)
-        for b, p in enumerate(prompts):
-            ids[b, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
-            attn[b, width - len(p):] = 1
-        pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+        dev = self.device
+        ids, attn, pos = left_pad(prompts, self.model.config.pad_token_id)
         out = self.model(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=pos.to(dev)).logits
         return out[:, -1, 2:].float()
 
