@@ -133,3 +133,8 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg["prm"] = {"kind": "lik"}
     with pytest.raises(ValueError, match="prm.kind: 'lik' is not"):
         PipelineConfig.model_validate(cfg)
+    del cfg["prm_candidates"]
+    for key in ("output_dir", "training"):
+        cfg["prm"] = {"kind": "likelihood", key: "x"}
+        with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):
+            PipelineConfig.model_validate(cfg)

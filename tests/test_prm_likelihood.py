@@ -81,8 +81,10 @@ def test_bad_targets_are_named(tmp_path):
         labelled_steps([tmp_path / "bad"], "fav")
     with pytest.raises(ValueError, match="no step has field 'targets.mc-q'"):
         labelled_steps([tmp_path / "bad"], "mc-q")
-    with pytest.raises(ValueError, match="no trajectory store there"):
-        LikelihoodPRMConfig(policy="x", data=[tmp_path / "missing"], output_dir=tmp_path / "o")
+    with pytest.raises(ValueError, match="not a trajectory store"):
+        LikelihoodPRMConfig(policy=str(tmp_path / "bad"), data=[tmp_path / "missing"], output_dir=tmp_path / "o")
+    with pytest.raises(ValueError, match="no model folder at"):
+        LikelihoodPRMConfig(policy=str(tmp_path / "no-model"), data=[tmp_path / "bad"], output_dir=tmp_path / "o")
 
 
 class AllAdmissible(Agent):
@@ -157,3 +159,15 @@ def test_trajectory_report_takes_a_likelihood_prm(trained):
     report = evaluate_trajectories(open_scorer(prm), TrajectoryStore.open(test).load(), target="fav", n_boot=50)
     assert report["score_at"] == "action"
     assert report["targets"]["auroc"] > 0.9  # the favoured steps score above the others
+
+
+def test_prm_score_takes_it_on_trajectories_and_names_what_it_cannot_score(trained, tmp_path):
+    prm, test = trained
+    res = CliRunner().invoke(app, ["prm", "score", str(prm), str(test)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    trajs = TrajectoryStore.open(test).load()
+    assert [len(r["scores"]) for r in rows] == [len(t.steps) for t in trajs]
+    (tmp_path / "steps.json").write_text(json.dumps([{"prompt": "2+2?", "completions": ["4"]}]))
+    res = CliRunner().invoke(app, ["prm", "score", str(prm), str(tmp_path / "steps.json")])
+    assert res.exit_code != 0 and "is a likelihood PRM" in res.output

@@ -102,7 +102,7 @@ def score(
             trajs = TrajectoryStore.open(data).load()
         else:
             examples = read_for_scoring(data, fmt)
-        scorer = _scorer(model, batch_size)
+        scorer = _scorer(model, batch_size, trajectories=store)
     with user_errors("prm score"):
         if store:
             scores = _score_in_chunks(scorer.score_trajectories, trajs, "prm score")
@@ -130,14 +130,24 @@ def _check_prm_folder(model: Path) -> None:
                                 "train one with `proctor prm train`")
 
 
-def _scorer(model: Path, batch_size: int):
+def _scorer(model: Path, batch_size: int, trajectories: bool = False):
+    """The scorer of a PRM folder; a likelihood PRM only where the data are agent trajectories."""
     from transformers.utils import logging as hf_logging
 
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.prm.scoring import PRMScorer
+    from proctor.prm.likelihood import open_scorer
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar
-    return PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+    if not trajectories:
+        _not_likelihood(model, "text steps (stepwise files, ProcessBench)")
+    return open_scorer(model, batch_size)
+
+
+def _not_likelihood(model: Path, what: str) -> None:
+    from proctor.prm.likelihood import LIKELIHOOD_FILE, is_likelihood_prm
+
+    if is_likelihood_prm(model):
+        raise ValueError(f"{model} is a likelihood PRM ({LIKELIHOOD_FILE}): it scores the actions of agent "
+                         f"trajectories (a trajectory store, search, `proctor eval`), not {what}")
 
 
 def _score_in_chunks(fn, items: list, label: str, chunk: int = 64) -> list[list[float]]:
@@ -179,6 +189,10 @@ def serve(
         limits = ServerLimits.from_pairs(limit)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--limit") from None
+    try:
+        _not_likelihood(model, "the HTTP server's text and candidate requests")
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="MODEL") from None
     scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
     auth = f"API key from ${api_key_env}" if api_key else "no API key"
     typer.echo(f"serving the PRM {model} on http://{host}:{port} ({auth})", err=True)
@@ -259,7 +273,6 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
     """`prm eval --trajectories`: the report of `proctor.prm.trajectory_eval` as JSON on stdout."""
     from proctor.cli.errors import user_errors
     from proctor.credit.montecarlo import MCConfig
-    from proctor.prm.likelihood import open_scorer
     from proctor.prm.trajectory_eval import evaluate_trajectories
     from proctor.trajectory import TrajectoryStore
 
@@ -270,7 +283,7 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
                 raise FileNotFoundError(f"{flag} {path}: not a trajectory store (no manifest.json)")
         trajs = TrajectoryStore.open(store).load()
         comps = TrajectoryStore.open(candidates).load() if candidates is not None else None
-        scorer = open_scorer(model, batch_size)
+        scorer = _scorer(model, batch_size, trajectories=True)
         report = evaluate_trajectories(scorer, trajs, target=target, completions=comps, margin=margin,
                                        mc=MCConfig(gamma=gamma), n_boot=n_boot, progress=True)
     summary = {"model": str(model), "trajectories": str(store), **report}

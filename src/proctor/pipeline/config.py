@@ -131,6 +131,14 @@ class PipelineConfig(_Section):
                              "(`proctor.prm.likelihood`)")
         if kind == "likelihood" and self.prm_candidates is not None:
             raise ValueError("prm.kind 'likelihood' trains on step targets, not on candidate pairs (prm_candidates)")
+        if kind == "likelihood":
+            from proctor.prm.likelihood import LikelihoodPRMConfig
+
+            allowed = set(LikelihoodPRMConfig.model_fields) - {"policy", "data", "output_dir"}
+            bad = sorted(set(self.prm) - {"kind"} - allowed)
+            if bad:
+                raise ValueError(f"prm.{bad[0]}: not a field of the likelihood PRM here (the loop sets policy, data "
+                                 f"and output_dir); fields: {', '.join(sorted(allowed))}")
         return self
 
     @model_validator(mode="after")

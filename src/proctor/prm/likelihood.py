@@ -84,12 +84,22 @@ class LikelihoodPRMConfig(BaseModel):
     dtype: str = "float32"
     progress: bool = True
 
+    @field_validator("policy")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        from proctor.models.loading import check_model_source
+
+        try:
+            return check_model_source(v)
+        except FileNotFoundError as e:
+            raise ValueError(str(e)) from None
+
     @field_validator("data")
     @classmethod
     def _stores(cls, v: list[Path]) -> list[Path]:
         for p in v:
-            if not Path(p).is_dir():
-                raise ValueError(f"{p}: no trajectory store there")
+            if not (Path(p) / "manifest.json").is_file():
+                raise ValueError(f"{p}: not a trajectory store (no manifest.json)")
         return v
 
 
