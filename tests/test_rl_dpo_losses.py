@@ -7,7 +7,14 @@ import math
 import pytest
 import torch
 
-from proctor.rl.dpo_losses import DPO_LOSSES, implicit_rewards, ipo_loss, log_ratio_margin, sigmoid_loss
+from proctor.rl.dpo_losses import (
+    DPO_LOSSES,
+    chosen_nll,
+    implicit_rewards,
+    ipo_loss,
+    log_ratio_margin,
+    sigmoid_loss,
+)
 
 # two pairs: log π_c, log π_r, log π_ref,c, log π_ref,r
 PC = torch.tensor([-1.0, -3.0])
@@ -43,6 +50,13 @@ def test_ipo_hand_computed():
 def test_implicit_rewards():
     # β·(log π − log π_ref): 0.5·(−1 + 1.5) = 0.25; 0.5·(−3 + 2) = −0.5
     assert implicit_rewards(PC, RC, 0.5).tolist() == [0.25, -0.5]
+
+
+def test_chosen_nll_hand_computed():
+    # RPO's term −log π(y_c)/|y_c|: −(−1)/2 = 0.5, −(−3)/4 = 0.75
+    assert chosen_nll(PC, torch.tensor([2, 4])).tolist() == [0.5, 0.75]
+    with pytest.raises(ValueError, match="at least one token"):
+        chosen_nll(PC, torch.tensor([2, 0]))
 
 
 def test_gradient_raises_chosen_and_lowers_rejected():

@@ -11,6 +11,11 @@ length-normalises) and β, and returns the per-pair loss [B]. With
 - `ipo` (IPO, Azar et al. 2023, arXiv 2310.12036, eq. 17): L = (h − 1/(2β))².
 
 The implicit reward of a completion is r = β·(log π(y) − log π_ref(y)) (DPO §5).
+
+`chosen_nll` is the extra term of RPO (Pang et al. 2024, "Iterative Reasoning Preference Optimization", arXiv
+2404.19733, eq. 1; TRL's `rpo_alpha`): L = L_DPO + α·(−log π(y_c) / |y_c|), the chosen completion's
+per-token negative log-likelihood. DPO alone may lower the chosen completion's likelihood along with the
+rejected one's (both log-ratios fall, the margin still grows); the NLL term keeps the chosen one up.
 """
 
 from __future__ import annotations
@@ -56,3 +61,11 @@ def ipo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
         raise ValueError("the ipo loss has no label smoothing")
     h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
     return (h - 1.0 / (2.0 * beta)) ** 2
+
+
+def chosen_nll(policy_chosen_sum: torch.Tensor, chosen_tokens: torch.Tensor) -> torch.Tensor:
+    """RPO's NLL term per pair: −log π(y_c) / |y_c|, from the chosen completion's summed log-prob [B] and its
+    token count [B]."""
+    if bool((chosen_tokens <= 0).any()):
+        raise ValueError("every chosen completion needs at least one token")
+    return -policy_chosen_sum / chosen_tokens.to(policy_chosen_sum.dtype)

@@ -24,7 +24,7 @@ from proctor.models.sequences import (
     sequence_logprobs,
     shared_prompt_logprobs,
 )
-from proctor.rl.dpo_losses import DPO_LOSSES, log_ratio_margin
+from proctor.rl.dpo_losses import DPO_LOSSES, chosen_nll, log_ratio_margin
 from proctor.rl.pairs import PreferencePair
 
 
@@ -70,15 +70,19 @@ def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], 
 def dpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pairs: Sequence[PreferencePair],
              ref_chosen: torch.Tensor, ref_rejected: torch.Tensor, *, pad_id: int, loss: str = "sigmoid",
              beta: float = 0.1, label_smoothing: float = 0.0, average: bool = False,
-             max_grad_norm: float | None = 1.0, shared_prompt: bool = True) -> dict[str, Any]:
-    """One optimizer step on a batch of pairs; returns the step's statistics: `loss`, `chosen_logratio` and
-    `rejected_logratio` (mean log π − log π_ref of each side), `margin` (mean h), `accuracy` (share of
-    pairs with h > 0), `grad_norm`, `tokens`."""
+             max_grad_norm: float | None = 1.0, shared_prompt: bool = True, rpo_alpha: float = 0.0
+             ) -> dict[str, Any]:
+    """One optimizer step on a batch of pairs; returns the step's statistics: `loss` (with the RPO term when
+    `rpo_alpha` > 0), `nll` (mean per-token NLL of the chosen completions), `chosen_logratio` and
+    `rejected_logratio` (mean log π − log π_ref of each side), `margin` (mean h), `accuracy` (share of pairs with
+    h > 0), `grad_norm`, `tokens`."""
     loss_fn = DPO_LOSSES.get(loss)
     pc, pr, tokens = pair_logprobs(model, pairs, pad_id, average, shared_prompt)
     ref_c, ref_r = ref_chosen.to(pc.device), ref_rejected.to(pc.device)
     losses = loss_fn(pc, pr, ref_c, ref_r, beta=beta, label_smoothing=label_smoothing)
-    value = losses.mean()
+    lengths = torch.tensor([len(p.chosen_ids) for p in pairs], device=pc.device)
+    nll = chosen_nll(pc * lengths if average else pc, lengths).mean()
+    value = losses.mean() + rpo_alpha * nll if rpo_alpha else losses.mean()
     optimizer.zero_grad(set_to_none=True)
     value.backward()
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -88,6 +92,7 @@ def dpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pairs: Se
         h = log_ratio_margin(pc, pr, ref_c, ref_r)
         return {
             "loss": float(value),
+            "nll": float(nll),
             "chosen_logratio": float((pc - ref_c).mean()),
             "rejected_logratio": float((pr - ref_r).mean()),
             "margin": float(h.mean()),

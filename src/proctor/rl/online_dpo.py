@@ -15,7 +15,8 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
    log-probs on the pairs are computed once (`proctor.rl.dpo_step.reference_logprobs`, a frozen copy's
    numbers without a second model);
-6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO) or IPO loss and β;
+6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO) or IPO loss and β, plus
+   RPO's NLL term on the chosen action when `rpo_alpha` > 0;
 7. the iterate is saved as a `save_pretrained` folder (`iter-k/policy`, safetensors; LoRA merged, adapters in
    `adapter/`), with `iter-k/metrics.json` and `iter-k/pairs.jsonl`.
 
@@ -84,6 +85,8 @@ class OnlineDPOConfig(OnPolicyConfig):
     loss: Literal["sigmoid", "ipo"] = "sigmoid"
     beta: float = Field(default=0.1, gt=0)
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
+    rpo_alpha: float = Field(default=0.0, ge=0, description="weight α of RPO's NLL term on the chosen action "
+                             "(`proctor.rl.dpo_losses.chosen_nll`); 0: plain DPO/IPO")
     average_logprobs: bool | None = Field(default=None, description="per-token mean log-probs instead of "
                                           "sums (None: mean for ipo, sum for sigmoid, as TRL)")
     iterations: int = Field(default=1, ge=1)
@@ -239,7 +242,7 @@ def optimise(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, optimizer: t
                 idx = order[start:start + cfg.batch_size]
                 stats = dpo_step(policy, optimizer, [pairs[i] for i in idx], ref_c[idx], ref_r[idx],
                                  pad_id=pad_id, loss=cfg.loss, beta=cfg.beta, label_smoothing=cfg.label_smoothing,
-                                 average=cfg.average, max_grad_norm=cfg.max_grad_norm)
+                                 average=cfg.average, max_grad_norm=cfg.max_grad_norm, rpo_alpha=cfg.rpo_alpha)
                 steps.append({"epoch": epoch, **stats})
                 bar.advance(1, stats=f"loss {stats['loss']:.4f}, margin {stats['margin']:.3f}")
     policy.eval()
@@ -269,6 +272,7 @@ def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any]
             "tokens": sum(s["tokens"] for s in steps),
             "loss_first": steps[0]["loss"],
             "loss_last_10pct": mean("loss", last),
+            "nll_last_10pct": mean("nll", last),
             "chosen_logratio_last_10pct": mean("chosen_logratio", last),
             "rejected_logratio_last_10pct": mean("rejected_logratio", last),
             "accuracy_last_10pct": mean("accuracy", last),
