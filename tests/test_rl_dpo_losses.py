@@ -13,6 +13,7 @@ from proctor.rl.dpo_losses import (
     implicit_rewards,
     ipo_loss,
     log_ratio_margin,
+    rebel_loss,
     sigmoid_loss,
 )
 
@@ -47,6 +48,14 @@ def test_ipo_hand_computed():
     assert ipo_loss(PC, PR, RC, RR, beta=0.25).tolist() == [1.0, 16.0]
 
 
+def test_rebel_hand_computed():
+    # h = [1, −2]; Δr = [0.3, 0.2]; β = 0.5: (0.5 − 0.3)² = 0.04, (−1 − 0.2)² = 1.44
+    loss = rebel_loss(PC, PR, RC, RR, beta=0.5, reward_margin=torch.tensor([0.3, 0.2]))
+    assert loss.tolist() == pytest.approx([0.04, 1.44])
+    with pytest.raises(ValueError, match="needs each pair's reward margin"):
+        rebel_loss(PC, PR, RC, RR, beta=0.5)
+
+
 def test_implicit_rewards():
     # β·(log π − log π_ref): 0.5·(−1 + 1.5) = 0.25; 0.5·(−3 + 2) = −0.5
     assert implicit_rewards(PC, RC, 0.5).tolist() == [0.25, -0.5]
@@ -63,14 +72,14 @@ def test_gradient_raises_chosen_and_lowers_rejected():
     pc, pr = PC.clone().requires_grad_(), PR.clone().requires_grad_()
     for name in DPO_LOSSES.names():
         pc.grad = pr.grad = None
-        DPO_LOSSES.get(name)(pc, pr, RC, RR, beta=0.1).sum().backward()
+        DPO_LOSSES.get(name)(pc, pr, RC, RR, beta=0.1, reward_margin=torch.tensor([1.0, 1.0])).sum().backward()
         assert (pc.grad < 0).all() and (pr.grad > 0).all(), name
 
 
 def test_registry_and_bad_input():
-    assert DPO_LOSSES.names() == ["ipo", "sigmoid"]
+    assert DPO_LOSSES.names() == ["ipo", "rebel", "sigmoid"]
     assert DPO_LOSSES.get("sigmoid") is sigmoid_loss
-    with pytest.raises(KeyError, match="unknown DPO loss 'hinge'; known: ipo, sigmoid"):
+    with pytest.raises(KeyError, match="unknown DPO loss 'hinge'; known: ipo, rebel, sigmoid"):
         DPO_LOSSES.get("hinge")
     with pytest.raises(ValueError, match="beta must be > 0"):
         sigmoid_loss(PC, PR, RC, RR, beta=0.0)

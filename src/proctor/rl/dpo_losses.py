@@ -9,6 +9,10 @@ length-normalises) and β, and returns the per-pair loss [B]. With
 - `sigmoid` (DPO, Rafailov et al. 2023, arXiv 2305.18290, eq. 7): L = −log σ(β·h); with label smoothing ε
   (conservative DPO, Mitchell 2023): L = −(1 − ε)·log σ(β·h) − ε·log σ(−β·h).
 - `ipo` (IPO, Azar et al. 2023, arXiv 2310.12036, eq. 17): L = (h − 1/(2β))².
+- `rebel` (REBEL, Gao et al. 2024, arXiv 2404.16767, eq. 4 with η = 1/β): L = (β·h − (r_c − r_r))², the
+  implicit reward margin regressed on the reward model's margin Δr = r_c − r_r (`reward_margin`). Its optimum
+  is π ∝ π_ref·exp(r/β), as DPO's, but a pair's target margin is Δr/β: a near-tie is not pushed apart, and
+  no pair is pushed without bound (DPO's margin grows as long as it trains, lowering both completions).
 
 The implicit reward of a completion is r = β·(log π(y) − log π_ref(y)) (DPO §5).
 
@@ -41,8 +45,10 @@ def implicit_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: 
 
 @DPO_LOSSES.register("sigmoid")
 def sigmoid_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
-                 ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
-    """DPO: −(1 − ε)·log σ(β·h) − ε·log σ(−β·h) per pair (ε = label_smoothing, 0 by default)."""
+                 ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
+                 reward_margin: torch.Tensor | None = None) -> torch.Tensor:
+    """DPO: −(1 − ε)·log σ(β·h) − ε·log σ(−β·h) per pair (ε = label_smoothing, 0 by default; the reward
+    margin is not used)."""
     if beta <= 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     if not 0.0 <= label_smoothing < 0.5:
@@ -53,14 +59,30 @@ def sigmoid_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref
 
 @DPO_LOSSES.register("ipo")
 def ipo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
-             ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
-    """IPO: (h − 1/(2β))² per pair (`label_smoothing` must be 0: IPO has none)."""
+             ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
+             reward_margin: torch.Tensor | None = None) -> torch.Tensor:
+    """IPO: (h − 1/(2β))² per pair (`label_smoothing` must be 0: IPO has none; the reward margin is not used)."""
     if beta <= 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     if label_smoothing:
         raise ValueError("the ipo loss has no label smoothing")
     h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
     return (h - 1.0 / (2.0 * beta)) ** 2
+
+
+@DPO_LOSSES.register("rebel")
+def rebel_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+               ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
+               reward_margin: torch.Tensor | None = None) -> torch.Tensor:
+    """REBEL: (β·h − Δr)² per pair, Δr = `reward_margin` (r_c − r_r, required; no label smoothing)."""
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    if label_smoothing:
+        raise ValueError("the rebel loss has no label smoothing")
+    if reward_margin is None:
+        raise ValueError("the rebel loss needs each pair's reward margin r_c − r_r")
+    h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
+    return (beta * h - reward_margin.to(h.dtype)) ** 2
 
 
 def chosen_nll(policy_chosen_sum: torch.Tensor, chosen_tokens: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
    log-probs on the pairs are computed once (`proctor.rl.dpo_step.reference_logprobs`, a frozen copy's
    numbers without a second model);
-6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO) or IPO loss and β, plus
+6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO), IPO or REBEL loss and β, plus
    RPO's NLL term on the chosen action when `rpo_alpha` > 0;
 7. the iterate is saved as a `save_pretrained` folder (`iter-k/policy`, safetensors; LoRA merged, adapters in
    `adapter/`), with `iter-k/metrics.json` and `iter-k/pairs.jsonl`.
@@ -47,7 +47,7 @@ from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
-from proctor.rl.pairs import PreferencePair, candidate_tokens, preference_pair, prompt_ids
+from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 from proctor.trajectory import Trajectory, TrajectoryStore
 
@@ -82,7 +82,8 @@ class OnlineDPOConfig(OnPolicyConfig):
     margin: float = Field(default=0.0, ge=0, description="pairs need best − worst score > margin (ties skipped)")
     max_length: int | None = Field(default=None, ge=2, description="skip pairs longer than this (tokens)")
     # loss and optimisation
-    loss: Literal["sigmoid", "ipo"] = "sigmoid"
+    loss: Literal["sigmoid", "ipo", "rebel"] = Field(default="sigmoid", description="DPO, IPO, or REBEL (the "
+                                                     "pairs' PRM score margin as the regression target)")
     beta: float = Field(default=0.1, gt=0)
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
     rpo_alpha: float = Field(default=0.0, ge=0, description="weight α of RPO's NLL term on the chosen action "
@@ -211,6 +212,7 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
                     counts["ties"] += 1
                     continue
                 best, worst = pick
+                adjusted = adjusted_scores(scores, [c.finished for c in cands], cfg.unfinished_penalty)
                 shared = prompt_ids(tokenizer, prefix, cfg.prompt)
                 _, chosen, exact_c = candidate_tokens(tokenizer, prefix, cands[best], cfg.prompt, shared)
                 _, rejected, exact_r = candidate_tokens(tokenizer, prefix, cands[worst], cfg.prompt, shared)
@@ -219,7 +221,7 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
                     continue
                 pairs.append(PreferencePair(
                     shared, chosen, rejected, (exact_c, exact_r), cands[best].action, cands[worst].action,
-                    (scores[best], scores[worst]),
+                    (adjusted[best], adjusted[worst]),
                     {"task_id": prefix.task_id, "sample": prefix.sample, "step": prefix.step_index,
                      "finished": [cands[best].finished, cands[worst].finished]}))
             bar.advance(len(chunk), stats=f"{len(pairs)} pairs, {counts['ties']} ties")

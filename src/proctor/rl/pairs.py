@@ -21,16 +21,22 @@ from proctor.prompts import Candidate, Prefix, PromptConfig, render_prompt, rend
 from proctor.trajectory import Step, Trajectory
 
 
+def adjusted_scores(scores: Sequence[float], finished: Sequence[bool] | None = None,
+                    unfinished_penalty: float = 0.0) -> list[float]:
+    """The scores with `unfinished_penalty` subtracted from those of unfinished generations."""
+    finished = [True] * len(scores) if finished is None else list(finished)
+    if len(finished) != len(scores):
+        raise ValueError(f"{len(scores)} scores but {len(finished)} finished flags")
+    return [s - (0.0 if f else unfinished_penalty) for s, f in zip(scores, finished, strict=True)]
+
+
 def preference_pair(scores: Sequence[float], finished: Sequence[bool] | None = None,
                     unfinished_penalty: float = 0.0, margin: float = 0.0) -> tuple[int, int] | None:
     """(index of chosen, index of rejected) among one state's candidates, or None for a tie (see module
     docstring). The first best and the last worst candidate are taken, so the two always differ."""
     if len(scores) < 2:
         raise ValueError(f"a preference pair needs at least 2 candidates, got {len(scores)}")
-    finished = [True] * len(scores) if finished is None else list(finished)
-    if len(finished) != len(scores):
-        raise ValueError(f"{len(scores)} scores but {len(finished)} finished flags")
-    adjusted = [s - (0.0 if f else unfinished_penalty) for s, f in zip(scores, finished, strict=True)]
+    adjusted = adjusted_scores(scores, finished, unfinished_penalty)
     best = max(range(len(adjusted)), key=lambda i: (adjusted[i], -i))
     worst = min(range(len(adjusted)), key=lambda i: (adjusted[i], -i))
     if adjusted[best] - adjusted[worst] <= margin:
@@ -82,7 +88,7 @@ class PreferencePair:
     exact: tuple[bool, bool]
     chosen: str
     rejected: str
-    scores: tuple[float, float]
+    scores: tuple[float, float]  # the PRM's, after the unfinished penalty: (chosen, rejected)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
