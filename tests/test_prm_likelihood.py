@@ -108,6 +108,34 @@ def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
     return root / "prm", _labelled_store(root, "test", 4)
 
 
+def _demo_nll(prm: Path, demos: Path) -> float:
+    """Mean per-token NLL of the demonstrated actions at their states, under the PRM's LM."""
+    agent, total, tokens = ChoiceAgent(prm, prompt=PROMPT), 0.0, 0
+    for traj in TrajectoryStore.open(demos).load():
+        for i, step in enumerate(traj.steps):
+            prefix = prefix_at(traj, i)
+            prefix.info["admissible_actions"] = [step.action]
+            cand = agent.score([prefix])[0][0]
+            total, tokens = total - cand.meta["choice_logprob"], tokens + len(cand.token_ids)
+    return total / tokens
+
+
+def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path, tiny_model_dir):
+    prm, _ = trained
+    run_rollout(RolloutConfig(**ENV, out=tmp_path / "demos", split="train", tasks=6, samples=1,
+                                      agent={"kind": "expert"}, progress=False))
+    demos = tmp_path / "demos"
+    fields = {**json.loads((prm / LIKELIHOOD_FILE).read_text())["config"], "output_dir": tmp_path / "anchored",
+              "anchor": demos, "anchor_weight": 1.0}
+    summary = train_likelihood_prm(LikelihoodPRMConfig(**fields))
+    assert summary["anchor_examples"] == sum(len(t.steps) for t in TrajectoryStore.open(demos).load() if t.success)
+    # the BCE alone lowers non-"examine" actions everywhere; the anchor holds the expert's up
+    anchored, plain = _demo_nll(tmp_path / "anchored", demos), _demo_nll(prm, demos)
+    assert anchored < 0.5 * plain, (anchored, plain)
+    with pytest.raises(ValueError, match="anchor and anchor_weight go together"):
+        LikelihoodPRMConfig(**{**fields, "anchor_weight": 0.0})
+
+
 def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_states(trained):
     prm, test = trained
     scorer = open_scorer(prm)

@@ -8,6 +8,11 @@ are trained with the soft BCE of AgentPRM on step targets Q̃ ∈ [0, 1] (MC-Q, 
 
     L = −[Q̃ · log σ(z) + (1 − Q̃) · log(1 − σ(z))],     z = β · ℓ_θ(a | s) + b.
 
+With `anchor` (a store of demonstrations, e.g. the SFT data) the loss adds λ · (−ℓ_θ(a* | s) / |a*|), the
+per-token NLL of a batch of demonstrated actions (λ = `anchor_weight`). BCE lowers the likelihood of on-policy
+actions with low targets, and the mass it frees goes to every other action, off-policy ones included; the
+anchor keeps θ a model of the demonstrator there, which the targets (from the policy's own actions) do not reach.
+
 ∂L/∂θ = β · (σ(z) − Q̃) · ∇ℓ_θ: the likelihood of actions whose target exceeds their score goes up, of the
 others down, the form of advantage-weighted regression (Peng et al. 2019, arXiv 1910.00177), so θ stays a
 model of actions and ranks them through its LM head. It is the reference-free form, with a bias, of the implicit
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.agents.base import Prefix
 from proctor.progress import StageProgress
@@ -71,6 +76,9 @@ class LikelihoodPRMConfig(BaseModel):
     data: list[Path] = Field(min_length=1, description="trajectory stores with `Step.targets[target]`")
     target: str = "mc-q"
     output_dir: Path
+    anchor: Path | None = Field(default=None, description="trajectory store of demonstrations whose actions' "
+                                "NLL is added to the loss (module docstring)")
+    anchor_weight: float = Field(default=0.0, ge=0.0, description="λ, the anchor NLL's weight")
     beta: float = Field(default=1.0, gt=0.0, description="β: scale of the log-likelihood (fixed)")
     steps: int = Field(default=1500, ge=1)
     batch_size: int = Field(default=16, ge=1)
@@ -98,9 +106,25 @@ class LikelihoodPRMConfig(BaseModel):
     @classmethod
     def _stores(cls, v: list[Path]) -> list[Path]:
         for p in v:
-            if not (Path(p) / "manifest.json").is_file():
-                raise ValueError(f"{p}: not a trajectory store (no manifest.json)")
+            _check_store(p)
         return v
+
+    @field_validator("anchor")
+    @classmethod
+    def _anchor(cls, v: Path | None) -> Path | None:
+        return None if v is None else _check_store(v)
+
+    @model_validator(mode="after")
+    def _anchor_pair(self) -> LikelihoodPRMConfig:
+        if (self.anchor is None) != (self.anchor_weight == 0.0):
+            raise ValueError("anchor and anchor_weight go together: set both (a store and a weight > 0) or neither")
+        return self
+
+
+def _check_store(p: Path) -> Path:
+    if not (Path(p) / "manifest.json").is_file():
+        raise ValueError(f"{p}: not a trajectory store (no manifest.json)")
+    return p
 
 
 def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[tuple[Trajectory, int, float]], dict[str, int]]:
@@ -129,6 +153,28 @@ def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[tuple[Traj
     return out, counts
 
 
+def demonstrated_steps(store: Path) -> list[tuple[Trajectory, int, float]]:
+    """Every step of the store's successful episodes, as (trajectory, step index, 1.0): the anchor's data."""
+    out = [(traj, i, 1.0) for traj in TrajectoryStore.open(store).load() if traj.success
+           for i in range(len(traj.steps))]
+    if not out:
+        raise ValueError(f"{store}: no successful episode to anchor on")
+    return out
+
+
+def _tokenize(agent: Any, examples: Sequence[tuple[Trajectory, int, float]], label: str, progress: bool
+              ) -> list[tuple[list[int], list[int], float]]:
+    """(prompt ids, reply ids, target) of each (trajectory, step, target), rendered as the policy sees them."""
+    tok, rows = agent.tokenizer, []
+    with StageProgress(label, total=len(examples), enabled=progress, unit="steps") as bar:
+        for traj, i, y in examples:
+            prefix = prefix_at(traj, i)
+            prompt = tok(render_prompt(tok, prefix, agent.prompt), add_special_tokens=False)["input_ids"]
+            rows.append((prompt, agent.reply_ids(prefix, [traj.steps[i].action])[0], y))
+            bar.advance(1)
+    return rows
+
+
 def _lr_lambda(warmup: int, steps: int):
     return lambda k: min(1.0, (k + 1) / max(1, warmup)) * max(0.0, 1.0 - k / steps)
 
@@ -144,18 +190,14 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     agent = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
     model, tok = agent.model, agent.tokenizer
-    rows: list[tuple[list[int], list[int], float]] = []
-    with StageProgress("likelihood prm: tokenize", total=len(examples), enabled=cfg.progress, unit="steps") as bar:
-        for traj, i, y in examples:
-            prefix = prefix_at(traj, i)
-            prompt = tok(render_prompt(tok, prefix, agent.prompt), add_special_tokens=False)["input_ids"]
-            rows.append((prompt, agent.reply_ids(prefix, [traj.steps[i].action])[0], y))
-            bar.advance(1)
+    rows = _tokenize(agent, examples, "likelihood prm: tokenize", cfg.progress)
+    anchor = [] if cfg.anchor is None else _tokenize(agent, demonstrated_steps(cfg.anchor),
+                                                     "likelihood prm: tokenize anchor", cfg.progress)
     bias = torch.zeros((), requires_grad=True, device=model.device)
     opt = torch.optim.AdamW([{"params": list(model.parameters())},
                              {"params": [bias], "lr": cfg.bias_learning_rate}], lr=cfg.learning_rate, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup_steps, cfg.steps))
-    rng, order = random.Random(cfg.seed), []
+    rng, order, anchor_order = random.Random(cfg.seed), [], []
     curve: list[dict[str, float]] = []
     model.train()
     with StageProgress("likelihood prm: train", total=cfg.steps, enabled=cfg.progress, unit="steps") as bar:
@@ -168,6 +210,13 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
             z = cfg.beta * sequence_logprobs(logps, mask) + bias
             y = torch.tensor([t for _, _, t in batch], device=z.device)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
+            if anchor:
+                if len(anchor_order) < cfg.batch_size:
+                    anchor_order += rng.sample(range(len(anchor)), len(anchor))
+                demos = [anchor[j] for j in anchor_order[:cfg.batch_size]]
+                del anchor_order[:cfg.batch_size]
+                logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in demos], agent.pad_id)
+                loss = loss + cfg.anchor_weight * -sequence_logprobs(logps, mask, average=True).mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -184,7 +233,8 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     tok.save_pretrained(out)
     summary = {
         "kind": KIND, "beta": cfg.beta, "bias": bias.item(), "prompt": cfg.prompt.model_dump(),
-        "config": cfg.model_dump(mode="json"), "examples": len(rows), "skipped": counts,
+        "config": cfg.model_dump(mode="json"), "examples": len(rows), "anchor_examples": len(anchor),
+        "skipped": counts,
         "epochs": round(cfg.steps * cfg.batch_size / len(rows), 3), "curve": curve,
         "wall_s": round(time.perf_counter() - start, 1),
     }
