@@ -120,10 +120,10 @@ def _demo_nll(prm: Path, demos: Path) -> float:
     return total / tokens
 
 
-def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path, tiny_model_dir):
+def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path):
     prm, _ = trained
     run_rollout(RolloutConfig(**ENV, out=tmp_path / "demos", split="train", tasks=6, samples=1,
-                                      agent={"kind": "expert"}, progress=False))
+                agent={"kind": "expert"}, progress=False))
     demos = tmp_path / "demos"
     fields = {**json.loads((prm / LIKELIHOOD_FILE).read_text())["config"], "output_dir": tmp_path / "anchored",
               "anchor": demos, "anchor_weight": 1.0}
