@@ -43,16 +43,22 @@ def implicit_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: 
     return beta * (policy_logps - ref_logps)
 
 
+def _check(name: str, beta: float, label_smoothing: float, smoothing_allowed: bool = False) -> None:
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    if smoothing_allowed and not 0.0 <= label_smoothing < 0.5:
+        raise ValueError(f"label_smoothing must be in [0, 0.5), got {label_smoothing}")
+    if not smoothing_allowed and label_smoothing:
+        raise ValueError(f"the {name} loss has no label smoothing")
+
+
 @DPO_LOSSES.register("sigmoid")
 def sigmoid_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
                  ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
                  reward_margin: torch.Tensor | None = None) -> torch.Tensor:
     """DPO: −(1 − ε)·log σ(β·h) − ε·log σ(−β·h) per pair (ε = label_smoothing, 0 by default; the reward
     margin is not used)."""
-    if beta <= 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
-    if not 0.0 <= label_smoothing < 0.5:
-        raise ValueError(f"label_smoothing must be in [0, 0.5), got {label_smoothing}")
+    _check("sigmoid", beta, label_smoothing, smoothing_allowed=True)
     z = beta * log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
     return -(1.0 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
 
@@ -62,10 +68,7 @@ def ipo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
              ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
              reward_margin: torch.Tensor | None = None) -> torch.Tensor:
     """IPO: (h − 1/(2β))² per pair (`label_smoothing` must be 0: IPO has none; the reward margin is not used)."""
-    if beta <= 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
-    if label_smoothing:
-        raise ValueError("the ipo loss has no label smoothing")
+    _check("ipo", beta, label_smoothing)
     h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
     return (h - 1.0 / (2.0 * beta)) ** 2
 
@@ -75,10 +78,7 @@ def rebel_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_c
                ref_rejected: torch.Tensor, beta: float, label_smoothing: float = 0.0,
                reward_margin: torch.Tensor | None = None) -> torch.Tensor:
     """REBEL: (β·h − Δr)² per pair, Δr = `reward_margin` (r_c − r_r, required; no label smoothing)."""
-    if beta <= 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
-    if label_smoothing:
-        raise ValueError("the rebel loss has no label smoothing")
+    _check("rebel", beta, label_smoothing)
     if reward_margin is None:
         raise ValueError("the rebel loss needs each pair's reward margin r_c − r_r")
     h = log_ratio_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected)
