@@ -128,12 +128,20 @@ def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path):
     fields = {**json.loads((prm / LIKELIHOOD_FILE).read_text())["config"], "output_dir": tmp_path / "anchored",
               "anchor": demos, "anchor_weight": 1.0}
     summary = train_likelihood_prm(LikelihoodPRMConfig(**fields))
-    assert summary["anchor_examples"] == sum(len(t.steps) for t in TrajectoryStore.open(demos).load() if t.success)
+    episodes = TrajectoryStore.open(demos).load()
+    assert summary["anchor_examples"] == sum(len(t.steps) for t in episodes if t.success)
+    assert summary["skipped"]["anchor_unsuccessful_episodes"] == sum(not t.success for t in episodes)
     # the BCE alone lowers non-"examine" actions everywhere; the anchor holds the expert's up
     anchored, plain = _demo_nll(tmp_path / "anchored", demos), _demo_nll(prm, demos)
     assert anchored < 0.5 * plain, (anchored, plain)
     with pytest.raises(ValueError, match="anchor and anchor_weight go together"):
         LikelihoodPRMConfig(**{**fields, "anchor_weight": 0.0})
+    failed = TrajectoryStore(tmp_path / "failed")
+    failed.append(episodes[0].model_copy(update={"success": False, "termination": "max_steps", "score": 0.0}))
+    with pytest.raises(ValueError, match="no successful episode to anchor on"):
+        train_likelihood_prm(LikelihoodPRMConfig(**{**fields, "anchor": tmp_path / "failed",
+                                                    "output_dir": tmp_path / "never"}))
+    assert not (tmp_path / "never").exists()
 
 
 def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_states(trained):

@@ -77,7 +77,8 @@ class LikelihoodPRMConfig(BaseModel):
     target: str = "mc-q"
     output_dir: Path
     anchor: Path | None = Field(default=None, description="trajectory store of demonstrations whose actions' "
-                                "NLL is added to the loss (module docstring)")
+                                "NLL is added to the loss (module docstring); its unsuccessful episodes are "
+                                "left out and counted")
     anchor_weight: float = Field(default=0.0, ge=0.0, description="λ, the anchor NLL's weight")
     beta: float = Field(default=1.0, gt=0.0, description="β: scale of the log-likelihood (fixed)")
     steps: int = Field(default=1500, ge=1)
@@ -153,13 +154,14 @@ def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[tuple[Traj
     return out, counts
 
 
-def demonstrated_steps(store: Path) -> list[tuple[Trajectory, int, float]]:
-    """Every step of the store's successful episodes, as (trajectory, step index, 1.0): the anchor's data."""
-    out = [(traj, i, 1.0) for traj in TrajectoryStore.open(store).load() if traj.success
-           for i in range(len(traj.steps))]
+def demonstrated_steps(store: Path) -> tuple[list[tuple[Trajectory, int, float]], int]:
+    """Every step of the store's successful episodes, as (trajectory, step index, 1.0): the anchor's data; and
+    the number of unsuccessful episodes left out (reported in the training summary)."""
+    trajs = TrajectoryStore.open(store).load()
+    out = [(traj, i, 1.0) for traj in trajs if traj.success for i in range(len(traj.steps))]
     if not out:
-        raise ValueError(f"{store}: no successful episode to anchor on")
-    return out
+        raise ValueError(f"{store}: no successful episode to anchor on ({len(trajs)} episodes, none a success)")
+    return out, sum(not t.success for t in trajs)
 
 
 def _tokenize(agent: Any, examples: Sequence[tuple[Trajectory, int, float]], label: str, progress: bool
@@ -187,12 +189,12 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
 
     start = time.perf_counter()
     examples, counts = labelled_steps(cfg.data, cfg.target)
+    demos, failed = demonstrated_steps(cfg.anchor) if cfg.anchor is not None else ([], 0)
     torch.manual_seed(cfg.seed)
     agent = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
     model, tok = agent.model, agent.tokenizer
     rows = _tokenize(agent, examples, "likelihood prm: tokenize", cfg.progress)
-    anchor = [] if cfg.anchor is None else _tokenize(agent, demonstrated_steps(cfg.anchor),
-                                                     "likelihood prm: tokenize anchor", cfg.progress)
+    anchor = _tokenize(agent, demos, "likelihood prm: tokenize anchor", cfg.progress) if demos else []
     bias = torch.zeros((), requires_grad=True, device=model.device)
     opt = torch.optim.AdamW([{"params": list(model.parameters())},
                              {"params": [bias], "lr": cfg.bias_learning_rate}], lr=cfg.learning_rate, weight_decay=0.0)
@@ -213,9 +215,9 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
             if anchor:
                 if len(anchor_order) < cfg.batch_size:
                     anchor_order += rng.sample(range(len(anchor)), len(anchor))
-                demos = [anchor[j] for j in anchor_order[:cfg.batch_size]]
+                shown = [anchor[j] for j in anchor_order[:cfg.batch_size]]
                 del anchor_order[:cfg.batch_size]
-                logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in demos], agent.pad_id)
+                logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in shown], agent.pad_id)
                 loss = loss + cfg.anchor_weight * -sequence_logprobs(logps, mask, average=True).mean()
             opt.zero_grad()
             loss.backward()
@@ -234,7 +236,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     summary = {
         "kind": KIND, "beta": cfg.beta, "bias": bias.item(), "prompt": cfg.prompt.model_dump(),
         "config": cfg.model_dump(mode="json"), "examples": len(rows), "anchor_examples": len(anchor),
-        "skipped": counts,
+        "skipped": {**counts, **({"anchor_unsuccessful_episodes": failed} if cfg.anchor is not None else {})},
         "epochs": round(cfg.steps * cfg.batch_size / len(rows), 3), "curve": curve,
         "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -87,7 +87,7 @@ class OnlineDPOConfig(OnPolicyConfig):
     beta: float = Field(default=0.1, gt=0)
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
     rpo_alpha: float = Field(default=0.0, ge=0, description="weight α of RPO's NLL term on the chosen action "
-                             "(`proctor.rl.dpo_losses.chosen_nll`); 0: plain DPO/IPO")
+                             "(`proctor.rl.dpo_losses.chosen_nll`); 0: none")
     average_logprobs: bool | None = Field(default=None, description="per-token mean log-probs instead of "
                                           "sums (None: mean for ipo, sum for sigmoid, as TRL)")
     iterations: int = Field(default=1, ge=1)
