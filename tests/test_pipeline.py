@@ -114,7 +114,7 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
 
 def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg = toy_config(tmp_path / "run")
-    cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4}
+    cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4, "anchor": "$demos", "anchor_weight": 1.0}
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:2]
     summary = run_pipeline(PipelineConfig.model_validate(cfg))
     assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"] * 2
@@ -123,6 +123,7 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     prm = stages["iter-0/prm"]
     assert prm["outputs"] == ["iter-0/prm/likelihood_prm.json"] and prm["result"]["examples"] > 0
     assert prm["config"]["prompt"]["history"] == 2 and prm["config"]["policy"].endswith("iter-0/policy")
+    assert prm["config"]["anchor"] == str(tmp_path / "run" / "demos")  # `$demos`: the loop's demonstrations
     assert stages["iter-0/improve"]["result"]["iterations"][0]["pairs"] > 0  # online DPO scored by it
     cfg = toy_config(tmp_path / "run2")
     cfg["prm"] = {"kind": "likelihood"}

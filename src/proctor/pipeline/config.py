@@ -116,7 +116,8 @@ class PipelineConfig(_Section):
         "`targets` of its rollouts)")
     prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training; "
                                 "model.backbone defaults to `$policy` (π_k), `$model` is the starting model; or "
-                                "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt)")
+                                "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: "
+                                "$demos` is the loop's demonstrations)")
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
     evaluate: EvalSection

@@ -184,10 +184,12 @@ class Pipeline:
 
     def likelihood_prm(self, k: int, policy: Path, labelled: Path, out: Path, section: dict[str, Any]) -> Path:
         """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
-        reading states with the policy agent's prompt."""
+        reading states with the policy agent's prompt; `anchor: $demos` anchors it on the loop's demonstrations."""
         from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
 
         prompt = self.cfg.policy_agent.get("prompt")
+        if section.get("anchor") == "$demos":
+            section["anchor"] = str(self.out / "demos")
         lcfg = LikelihoodPRMConfig.model_validate({
             "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"), "progress": False,
             **({"prompt": prompt} if prompt is not None else {}), **section,
