@@ -126,10 +126,11 @@ def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path):
                 agent={"kind": "expert"}, progress=False))
     demos = tmp_path / "demos"
     fields = {**json.loads((prm / LIKELIHOOD_FILE).read_text())["config"], "output_dir": tmp_path / "anchored",
-              "anchor": demos, "anchor_weight": 1.0}
+              "anchor": demos, "anchor_weight": 1.0, "anchor_batch_size": 3}
     summary = train_likelihood_prm(LikelihoodPRMConfig(**fields))
     episodes = TrajectoryStore.open(demos).load()
     assert summary["anchor_examples"] == sum(len(t.steps) for t in episodes if t.success)
+    assert summary["anchor_shown"] == 150 * 3  # 3 demonstrated actions per step, not batch_size 8
     assert summary["skipped"]["anchor_unsuccessful_episodes"] == sum(not t.success for t in episodes)
     # the BCE alone lowers non-"examine" actions everywhere; the anchor holds the expert's up
     anchored, plain = _demo_nll(tmp_path / "anchored", demos), _demo_nll(prm, demos)

@@ -30,13 +30,21 @@ def _policy(temperature: float, kind: str = "choice", prompt: dict[str, Any] | N
     return {"kind": kind, "model": "$policy", "temperature": temperature, "prompt": prompt or _PROMPT}
 
 
+#: the scalar-head PRM (packed rows: 1.27× faster than padded, the same losses) and online DPO for pairs with a
+#: PRM score gap > 0.05: the loop's defaults where no recipe is measured to do better
+_HEAD_PRM: dict[str, Any] = {"packing": True,
+                             "training": {"per_device_train_batch_size": 8, "learning_rate": 5e-4}}
+_HEAD_DPO: dict[str, Any] = {"tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4, "batch_size": 8,
+                             "epochs": 2, "margin": 0.05}
+
+
 def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str, Any], *, demos: int,
-            sft_steps: int, rollout_tasks: int, prm_steps: int, eval_tasks: int, beam_tasks: int) -> dict[str, Any]:
+            sft_steps: int, rollout_tasks: int, prm: dict[str, Any], improve: dict[str, Any], eval_tasks: int,
+            beam_tasks: int, n: int) -> dict[str, Any]:
     """What every preset shares, with its sizes: the 128×4 tiny Llama, SFT on the expert's demonstrations (one
     example per step, loss on the agent's turns and 0.2 on the rest), one iteration of rollouts (4 samples per
-    task) → MC-Q → PRM (packed rows: 1.27× faster than padded, the same losses) → online DPO (pairs with a PRM
-    score gap > 0.05), the monitor, and the evaluations (π_k,
-    best-of-4(π_k, Q0), and beam search 2×2 with Q0 at iteration 0 on the first `beam_tasks`)."""
+    task) → MC-Q → PRM → online DPO, the monitor, and the evaluations (π_k, best-of-n(π_k, Q0), and beam search
+    2×2 with Q0 at iteration 0 on the first `beam_tasks`)."""
     return {
         "env": env,
         "env_kwargs": env_kwargs,
@@ -48,14 +56,12 @@ def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str,
         "iterations": 1,
         "rollout": {"split": "train", "tasks": rollout_tasks, "samples": 4, "batch": 32},
         "targets": {"method": "mc-q", "params": {"gamma": 0.95}},
-        "prm": {"packing": True,
-                "training": {"max_steps": prm_steps, "per_device_train_batch_size": 8, "learning_rate": 5e-4}},
-        "improve": {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
-                    "batch_size": 8, "epochs": 2, "margin": 0.05},
+        "prm": prm,
+        "improve": {"split": "train", **improve},
         "monitor": {"states": 30, "completions": 2},
         "evaluate": {"split": "test", "tasks": eval_tasks, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": policy},
-            {"name": "best-of-4 (PRM Q0)", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm", "base": policy}},
+            {"name": f"best-of-{n} (PRM Q0)", "agent": {"kind": "best-of-n", "n": n, "prm": "$prm", "base": policy}},
             {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": beam_tasks,
              "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},
@@ -65,9 +71,14 @@ def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str,
 def _household() -> dict[str, Any]:
     """Household, `small` preset (6 receptacles, 4 task types). SFT recipe measured in
     `experiments/sft_household.py`: 1,200 steps of 6 searching-expert steps; the choice policy wins 46–48% of
-    200 test tasks greedy, 42% sampled at T = 1 (three seeds)."""
+    200 test tasks greedy, 42% sampled at T = 1 (three seeds). The PRM is the likelihood PRM anchored on the
+    demonstrations (`proctor.prm.likelihood`): a scalar head on this backbone does not rank π0's actions
+    (README, "What the quickstart does")."""
+    prm = {"kind": "likelihood", "anchor": "$demos", "anchor_weight": 1.0, "steps": 600, "batch_size": 16,
+           "learning_rate": 1e-3}
+    improve = {"tasks": 40, "n_actions": 8, "beta": 0.5, "learning_rate": 5e-5, "batch_size": 8, "epochs": 2}
     return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,
-                   sft_steps=1200, rollout_tasks=40, prm_steps=100, eval_tasks=100, beam_tasks=40)
+                   sft_steps=1200, rollout_tasks=100, prm=prm, improve=improve, eval_tasks=100, beam_tasks=40, n=8)
 
 
 def _generating(env: str, expert: str, max_steps: int, history: int | None) -> dict[str, Any]:
@@ -76,8 +87,9 @@ def _generating(env: str, expert: str, max_steps: int, history: int | None) -> d
     the sizes run the loop end to end; how much the policy and the PRM learn at them is not measured."""
     prompt = {"history": history, "memory": history is not None, "show_admissible": False, "system": ""}
     policy = {**_policy(1.0, "hf", prompt), "max_new_tokens": 24}
+    prm = {**_HEAD_PRM, "training": {**_HEAD_PRM["training"], "max_steps": 100}}
     return _preset(env, {"max_steps": max_steps}, expert, policy, demos=1000, sft_steps=800, rollout_tasks=24,
-                   prm_steps=100, eval_tasks=50, beam_tasks=20)
+                   prm=prm, improve=_HEAD_DPO, eval_tasks=50, beam_tasks=20, n=4)
 
 
 def _twenty_questions() -> dict[str, Any]:
@@ -128,7 +140,8 @@ def _scaled(data: dict[str, Any], scale: float) -> dict[str, Any]:
     down(data["monitor"], "states")
     data["improve"]["margin"] = 0.0  # a barely trained PRM scores the candidates within any margin
     down(data["sft"], "steps")
-    down(data["prm"]["training"], "max_steps")
+    down(data["prm"], "steps")  # the likelihood PRM
+    down(data["prm"].get("training", {}), "max_steps")  # a PRM head
     return data
 
 

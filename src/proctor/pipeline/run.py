@@ -191,7 +191,7 @@ class Pipeline:
         if section.get("anchor") == "$demos":
             section["anchor"] = str(self.out / "demos")
         lcfg = LikelihoodPRMConfig.model_validate({
-            "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"), "progress": False,
+            "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"),
             **({"prompt": prompt} if prompt is not None else {}), **section,
             "policy": str(policy), "data": [str(labelled)], "output_dir": str(out)})
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],

@@ -80,6 +80,8 @@ class LikelihoodPRMConfig(BaseModel):
                                 "NLL is added to the loss (module docstring); its unsuccessful episodes are "
                                 "left out and counted")
     anchor_weight: float = Field(default=0.0, ge=0.0, description="λ, the anchor NLL's weight")
+    anchor_batch_size: int | None = Field(default=None, ge=1, description="demonstrated actions per step "
+                                          "(None: batch_size); fewer make a step cheaper")
     beta: float = Field(default=1.0, gt=0.0, description="β: scale of the log-likelihood (fixed)")
     steps: int = Field(default=1500, ge=1)
     batch_size: int = Field(default=16, ge=1)
@@ -199,7 +201,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     opt = torch.optim.AdamW([{"params": list(model.parameters())},
                              {"params": [bias], "lr": cfg.bias_learning_rate}], lr=cfg.learning_rate, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup_steps, cfg.steps))
-    rng, order, anchor_order = random.Random(cfg.seed), [], []
+    rng, order, anchor_order, anchor_shown = random.Random(cfg.seed), [], [], 0
     curve: list[dict[str, float]] = []
     model.train()
     with StageProgress("likelihood prm: train", total=cfg.steps, enabled=cfg.progress, unit="steps") as bar:
@@ -213,10 +215,12 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
             y = torch.tensor([t for _, _, t in batch], device=z.device)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
             if anchor:
-                if len(anchor_order) < cfg.batch_size:
+                size = cfg.anchor_batch_size or cfg.batch_size
+                if len(anchor_order) < size:
                     anchor_order += rng.sample(range(len(anchor)), len(anchor))
-                shown = [anchor[j] for j in anchor_order[:cfg.batch_size]]
-                del anchor_order[:cfg.batch_size]
+                shown = [anchor[j] for j in anchor_order[:size]]
+                del anchor_order[:size]
+                anchor_shown += len(shown)
                 logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in shown], agent.pad_id)
                 loss = loss + cfg.anchor_weight * -sequence_logprobs(logps, mask, average=True).mean()
             opt.zero_grad()
@@ -236,6 +240,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     summary = {
         "kind": KIND, "beta": cfg.beta, "bias": bias.item(), "prompt": cfg.prompt.model_dump(),
         "config": cfg.model_dump(mode="json"), "examples": len(rows), "anchor_examples": len(anchor),
+        "anchor_shown": anchor_shown,
         "skipped": {**counts, **({"anchor_unsuccessful_episodes": failed} if cfg.anchor is not None else {})},
         "epochs": round(cfg.steps * cfg.batch_size / len(rows), 3), "curve": curve,
         "wall_s": round(time.perf_counter() - start, 1),
