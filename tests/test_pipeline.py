@@ -135,6 +135,9 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     with pytest.raises(ValueError, match="prm.kind: 'lik' is not"):
         PipelineConfig.model_validate(cfg)
     del cfg["prm_candidates"]
+    cfg["prm"] = {"kind": "likelihood", "anchor": "$demo", "anchor_weight": 1.0}
+    with pytest.raises(ValueError, match=r"prm.anchor: '\$demo' is neither `\$demos`"):
+        PipelineConfig.model_validate(cfg)
     for key in ("output_dir", "training"):
         cfg["prm"] = {"kind": "likelihood", key: "x"}
         with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):

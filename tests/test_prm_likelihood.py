@@ -137,6 +137,8 @@ def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path):
     assert anchored < 0.5 * plain, (anchored, plain)
     with pytest.raises(ValueError, match="anchor and anchor_weight go together"):
         LikelihoodPRMConfig(**{**fields, "anchor_weight": 0.0})
+    with pytest.raises(ValueError, match="anchor_batch_size: there is no anchor"):
+        LikelihoodPRMConfig(**{**fields, "anchor": None, "anchor_weight": 0.0})
     failed = TrajectoryStore(tmp_path / "failed")
     failed.append(episodes[0].model_copy(update={"success": False, "termination": "max_steps", "score": 0.0}))
     with pytest.raises(ValueError, match="no successful episode to anchor on"):

@@ -140,6 +140,10 @@ class PipelineConfig(_Section):
             if bad:
                 raise ValueError(f"prm.{bad[0]}: not a field of the likelihood PRM here (the loop sets policy, data "
                                  f"and output_dir); fields: {', '.join(sorted(allowed))}")
+            anchor = self.prm.get("anchor")
+            if anchor is not None and anchor != "$demos" and not (Path(anchor) / "manifest.json").is_file():
+                raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations) nor a "
+                                 "trajectory store (no manifest.json)")
         return self
 
     @model_validator(mode="after")

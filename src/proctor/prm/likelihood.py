@@ -121,6 +121,8 @@ class LikelihoodPRMConfig(BaseModel):
     def _anchor_pair(self) -> LikelihoodPRMConfig:
         if (self.anchor is None) != (self.anchor_weight == 0.0):
             raise ValueError("anchor and anchor_weight go together: set both (a store and a weight > 0) or neither")
+        if self.anchor is None and self.anchor_batch_size is not None:
+            raise ValueError("anchor_batch_size: there is no anchor (set anchor and anchor_weight, or drop it)")
         return self
 
 
@@ -206,7 +208,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     model.train()
     with StageProgress("likelihood prm: train", total=cfg.steps, enabled=cfg.progress, unit="steps") as bar:
         for step in range(cfg.steps):
-            if len(order) < cfg.batch_size:  # epochs: a fresh shuffle when the current one runs out
+            while len(order) < cfg.batch_size:  # epochs: a fresh shuffle when the current one runs out
                 order += rng.sample(range(len(rows)), len(rows))
             batch = [rows[j] for j in order[:cfg.batch_size]]
             del order[:cfg.batch_size]
@@ -216,7 +218,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
             loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
             if anchor:
                 size = cfg.anchor_batch_size or cfg.batch_size
-                if len(anchor_order) < size:
+                while len(anchor_order) < size:
                     anchor_order += rng.sample(range(len(anchor)), len(anchor))
                 shown = [anchor[j] for j in anchor_order[:size]]
                 del anchor_order[:size]
