@@ -17,10 +17,12 @@ from typer.testing import CliRunner
 from proctor.agents.base import Agent, Candidate, Prefix
 from proctor.agents.choice import ChoiceAgent
 from proctor.cli import app
+from proctor.envs.experts import expert_policy
 from proctor.prm.likelihood import (
     LIKELIHOOD_FILE,
     LikelihoodPRMConfig,
     LikelihoodScorer,
+    demonstrated_steps,
     labelled_steps,
     likelihood_score,
     open_scorer,
@@ -69,7 +71,7 @@ def test_labelled_steps_leave_out_replayed_prefixes_and_count_unlabelled(tmp_pat
     rows, counts = labelled_steps([tmp_path / "mixed"], "fav")
     assert counts == {"replayed": 2, "unlabelled": 1}
     assert len(rows) == len(first.steps) - 2 + len(second.steps) - 1
-    assert [i for t, i, _ in rows if t.id == first.id] == list(range(2, len(first.steps)))
+    assert [i for t, i, _, _ in rows if t.id == first.id] == list(range(2, len(first.steps)))
 
 
 def test_bad_targets_are_named(tmp_path):
@@ -108,15 +110,14 @@ def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
     return root / "prm", _labelled_store(root, "test", 4)
 
 
-def _demo_nll(prm: Path, demos: Path) -> float:
-    """Mean per-token NLL of the demonstrated actions at their states, under the PRM's LM."""
+def _demo_nll(prm: Path, demos: Path, expert: str | None = None) -> float:
+    """Mean per-token NLL, under the PRM's LM, of the anchor's actions at their states (`demonstrated_steps`)."""
     agent, total, tokens = ChoiceAgent(prm, prompt=PROMPT), 0.0, 0
-    for traj in TrajectoryStore.open(demos).load():
-        for i, step in enumerate(traj.steps):
-            prefix = prefix_at(traj, i)
-            prefix.info["admissible_actions"] = [step.action]
-            cand = agent.score([prefix])[0][0]
-            total, tokens = total - cand.meta["choice_logprob"], tokens + len(cand.token_ids)
+    for traj, i, action, _ in demonstrated_steps(demos, expert)[0]:
+        prefix = prefix_at(traj, i)
+        prefix.info["admissible_actions"] = [action]
+        cand = agent.score([prefix])[0][0]
+        total, tokens = total - cand.meta["choice_logprob"], tokens + len(cand.token_ids)
     return total / tokens
 
 
@@ -145,6 +146,36 @@ def test_the_anchor_keeps_the_demonstrated_actions_likely(trained, tmp_path):
         train_likelihood_prm(LikelihoodPRMConfig(**{**fields, "anchor": tmp_path / "failed",
                                                     "output_dir": tmp_path / "never"}))
     assert not (tmp_path / "never").exists()
+
+
+def test_anchor_expert_relabels_every_state_of_the_policys_episodes(trained, tmp_path):
+    prm, _ = trained
+    run_rollout(RolloutConfig(env="household", env_kwargs={**ENV["env_kwargs"], "expert_hints": True},
+                              out=tmp_path / "visited", split="train", tasks=6, samples=1, seed=5, progress=False))
+    visited = tmp_path / "visited"
+    episodes = TrajectoryStore.open(visited).load()
+    assert not all(t.success for t in episodes)  # random episodes: unsuccessful ones are kept, not left out
+    for kind in ("oracle", "search"):
+        steps, left_out = demonstrated_steps(visited, kind)
+        assert left_out == 0 and len(steps) == sum(len(t.steps) for t in episodes)
+        policy = expert_policy("household", kind)
+        assert [a for _, _, a, _ in steps] == [policy(prefix_at(t, i)) for t, i, _, _ in steps]
+    oracle = [a for _, _, a, _ in demonstrated_steps(visited, "oracle")[0]]
+    assert oracle == [s.info["expert_action"] for t in episodes for s in t.steps]
+    assert sum(a != s.action for a, s in zip(oracle, (s for t in episodes for s in t.steps), strict=True)) > 5
+    fields = {**json.loads((prm / LIKELIHOOD_FILE).read_text())["config"], "output_dir": tmp_path / "dagger",
+              "anchor": visited, "anchor_weight": 1.0, "anchor_expert": "oracle"}
+    summary = train_likelihood_prm(LikelihoodPRMConfig(**fields))
+    assert summary["anchor_examples"] == len(oracle) and summary["skipped"]["anchor_unsuccessful_episodes"] == 0
+    anchored, plain = _demo_nll(tmp_path / "dagger", visited, "oracle"), _demo_nll(prm, visited, "oracle")
+    assert anchored < 0.5 * plain, (anchored, plain)
+    with pytest.raises(ValueError, match="anchor_expert: there is no anchor"):
+        LikelihoodPRMConfig(**{**fields, "anchor": None, "anchor_weight": 0.0})
+    run_rollout(RolloutConfig(**ENV, out=tmp_path / "no-hints", split="train", tasks=1, samples=1, progress=False))
+    with pytest.raises(ValueError, match=r"no-hints: trajectory .* step 0: anchor_expert 'oracle': .*expert_hints"):
+        demonstrated_steps(tmp_path / "no-hints", "oracle")
+    with pytest.raises(ValueError, match="anchor_expert 'nobody': no expert 'nobody' for env 'household'"):
+        demonstrated_steps(visited, "nobody")
 
 
 def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_states(trained):

@@ -12,6 +12,9 @@ With `anchor` (a store of demonstrations, e.g. the SFT data) the loss adds λ ·
 per-token NLL of a batch of demonstrated actions (λ = `anchor_weight`). BCE lowers the likelihood of on-policy
 actions with low targets, and the mass it frees goes to every other action, off-policy ones included; the
 anchor keeps θ a model of the demonstrator there, which the targets (from the policy's own actions) do not reach.
+With `anchor_expert` the anchor's actions are an expert's at the states of the anchor store instead of the stored
+ones, every episode kept: given the policy's own rollouts, the expert's choice where the policy goes (DAgger's
+relabelling, Ross et al. 2011, arXiv 1011.0686), so the anchor reaches the states the PRM is asked about.
 
 ∂L/∂θ = β · (σ(z) − Q̃) · ∇ℓ_θ: the likelihood of actions whose target exceeds their score goes up, of the
 others down, the form of advantage-weighted regression (Peng et al. 2019, arXiv 1910.00177), so θ stays a
@@ -45,6 +48,9 @@ from proctor.trajectory import Trajectory, TrajectoryStore
 
 LIKELIHOOD_FILE = "likelihood_prm.json"
 KIND = "proctor.likelihood_prm"
+
+#: one training example: (trajectory, step index t, the action at s_t, the target)
+Example = tuple[Trajectory, int, str, float]
 
 
 def likelihood_score(logprob: float, beta: float, bias: float) -> float:
@@ -80,6 +86,9 @@ class LikelihoodPRMConfig(BaseModel):
                                 "NLL is added to the loss (module docstring); its unsuccessful episodes are "
                                 "left out and counted")
     anchor_weight: float = Field(default=0.0, ge=0.0, description="λ, the anchor NLL's weight")
+    anchor_expert: str | None = Field(default=None, description="an expert kind of the anchor's env (`proctor "
+                                      "envs`; `oracle` reads the recorded info['expert_action']) whose action at "
+                                      "each anchor state replaces the stored one; every episode is then kept")
     anchor_batch_size: int | None = Field(default=None, ge=1, description="demonstrated actions per step "
                                           "(None: batch_size); fewer make a step cheaper")
     beta: float = Field(default=1.0, gt=0.0, description="β: scale of the log-likelihood (fixed)")
@@ -121,8 +130,9 @@ class LikelihoodPRMConfig(BaseModel):
     def _anchor_pair(self) -> LikelihoodPRMConfig:
         if (self.anchor is None) != (self.anchor_weight == 0.0):
             raise ValueError("anchor and anchor_weight go together: set both (a store and a weight > 0) or neither")
-        if self.anchor is None and self.anchor_batch_size is not None:
-            raise ValueError("anchor_batch_size: there is no anchor (set anchor and anchor_weight, or drop it)")
+        for name in ("anchor_batch_size", "anchor_expert"):
+            if self.anchor is None and getattr(self, name) is not None:
+                raise ValueError(f"{name}: there is no anchor (set anchor and anchor_weight, or drop it)")
         return self
 
 
@@ -132,11 +142,11 @@ def _check_store(p: Path) -> Path:
     return p
 
 
-def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[tuple[Trajectory, int, float]], dict[str, int]]:
-    """Every (trajectory, step index, target) of the stores. The replayed prefix of a completion
+def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[Example], dict[str, int]]:
+    """Every (trajectory, step index, action, target) of the stores. The replayed prefix of a completion
     (`meta["prefix_len"]` steps, the source's actions) is not the completion's own data and is left out;
     steps without the target are counted. Errors name the store, trajectory, step and field."""
-    out: list[tuple[Trajectory, int, float]] = []
+    out: list[Example] = []
     counts = {"replayed": 0, "unlabelled": 0}
     for store in stores:
         before = len(out)
@@ -151,32 +161,50 @@ def labelled_steps(stores: Sequence[Path], target: str) -> tuple[list[tuple[Traj
                 if not 0.0 <= y <= 1.0:
                     raise ValueError(f"{store}: trajectory {traj.id} step {i}: field 'targets.{target}' = {y} "
                                      "is outside [0, 1]")
-                out.append((traj, i, y))
+                out.append((traj, i, step.action, y))
         if len(out) == before:
             raise ValueError(f"{store}: no step has field 'targets.{target}' (label the store first: "
                              f"proctor targets --method {target} ...)")
     return out, counts
 
 
-def demonstrated_steps(store: Path) -> tuple[list[tuple[Trajectory, int, float]], int]:
-    """Every step of the store's successful episodes, as (trajectory, step index, 1.0): the anchor's data; and
-    the number of unsuccessful episodes left out (reported in the training summary)."""
+def demonstrated_steps(store: Path, expert: str | None = None) -> tuple[list[Example], int]:
+    """The anchor's data as (trajectory, step index, action, 1.0), and the number of episodes left out.
+
+    Without `expert`: every step of the store's successful episodes, with its stored action (unsuccessful
+    episodes are left out and counted). With `expert`: every step of every episode, with the action the expert
+    `expert` of the episode's env takes at that state (module docstring); errors name the store, trajectory
+    and step."""
+    from proctor.envs.experts import ExpertUnavailable, expert_policy
+
     trajs = TrajectoryStore.open(store).load()
-    out = [(traj, i, 1.0) for traj in trajs if traj.success for i in range(len(traj.steps))]
+    if expert is None:
+        out = [(traj, i, s.action, 1.0) for traj in trajs if traj.success for i, s in enumerate(traj.steps)]
+        if not out:
+            raise ValueError(f"{store}: no successful episode to anchor on ({len(trajs)} episodes, none a success)")
+        return out, sum(not t.success for t in trajs)
+    out = []
+    for traj in trajs:
+        for i in range(len(traj.steps)):
+            try:
+                out.append((traj, i, expert_policy(traj.env, expert)(prefix_at(traj, i)), 1.0))
+            except ExpertUnavailable as e:
+                raise ValueError(f"{store}: trajectory {traj.id} step {i}: anchor_expert {expert!r}: {e}") from None
     if not out:
-        raise ValueError(f"{store}: no successful episode to anchor on ({len(trajs)} episodes, none a success)")
-    return out, sum(not t.success for t in trajs)
+        raise ValueError(f"{store}: no step to anchor on ({len(trajs)} episodes)")
+    return out, 0
 
 
-def _tokenize(agent: Any, examples: Sequence[tuple[Trajectory, int, float]], label: str, progress: bool
+def _tokenize(agent: Any, examples: Sequence[Example], label: str, progress: bool
               ) -> list[tuple[list[int], list[int], float]]:
-    """(prompt ids, reply ids, target) of each (trajectory, step, target), rendered as the policy sees them."""
+    """(prompt ids, reply ids, target) of each (trajectory, step, action, target), rendered as the policy sees
+    them."""
     tok, rows = agent.tokenizer, []
     with StageProgress(label, total=len(examples), enabled=progress, unit="steps") as bar:
-        for traj, i, y in examples:
+        for traj, i, action, y in examples:
             prefix = prefix_at(traj, i)
             prompt = tok(render_prompt(tok, prefix, agent.prompt), add_special_tokens=False)["input_ids"]
-            rows.append((prompt, agent.reply_ids(prefix, [traj.steps[i].action])[0], y))
+            rows.append((prompt, agent.reply_ids(prefix, [action])[0], y))
             bar.advance(1)
     return rows
 
@@ -193,7 +221,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
 
     start = time.perf_counter()
     examples, counts = labelled_steps(cfg.data, cfg.target)
-    demos, failed = demonstrated_steps(cfg.anchor) if cfg.anchor is not None else ([], 0)
+    demos, failed = demonstrated_steps(cfg.anchor, cfg.anchor_expert) if cfg.anchor is not None else ([], 0)
     torch.manual_seed(cfg.seed)
     agent = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
     model, tok = agent.model, agent.tokenizer
