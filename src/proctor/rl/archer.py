@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from proctor.models.sequences import completion_logprobs
 from proctor.progress import StageProgress
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.grpo import frozen_copy
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
+from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_losses import Aggregation, pg_loss
@@ -44,6 +45,7 @@ from proctor.rl.step_rows import StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
 
 REPLAY_FILE = "replay.parquet"
+Critic = UtteranceCritic | LikelihoodCritic
 
 
 class ArCHerConfig(OnlineConfig):
@@ -51,7 +53,12 @@ class ArCHerConfig(OnlineConfig):
 
     # critic
     critic: str | None = Field(default=None, description="critic backbone (None: the policy's); same tokenizer")
+    critic_kind: Literal["head", "likelihood"] = Field(
+        default="head", description="head: a [Q₁, Q₂, V₁, V₂] head on the backbone (`proctor.rl.critic`); "
+        "likelihood: Q through the backbone's LM likelihood, e.g. from a likelihood PRM (`proctor.rl.likelihood_critic`)")
     critic_learning_rate: float = Field(default=1e-5, gt=0)
+    critic_head_learning_rate: float | None = Field(
+        default=None, gt=0, description="likelihood critic: of its Q biases and V head (None: critic_learning_rate)")
     gamma: float = Field(default=0.95, ge=0, le=1)
     tau: float = Field(default=0.1, gt=0, le=1, description="Polyak rate of the target critic")
     target_heads: Literal["min", "per-head"] = Field(
@@ -69,6 +76,12 @@ class ArCHerConfig(OnlineConfig):
     candidates: int = Field(default=1, ge=1, description="K > 1: act with the best of K samples by the critic")
     logprob_weight: float = Field(default=0.0, description="α: the critic's choice maximises Q + α·log π")
 
+    @model_validator(mode="after")
+    def _head_rate(self) -> ArCHerConfig:
+        if self.critic_head_learning_rate is not None and self.critic_kind != "likelihood":
+            raise ValueError("critic_head_learning_rate is for critic_kind: likelihood (a head critic has one rate)")
+        return self
+
 
 @dataclass
 class ArCHerResult:
@@ -80,11 +93,11 @@ class ArCHerResult:
 def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     """Run `cfg.iterations` iterations of ArCHer (or online CHAI); returns the last policy and critic."""
     policy, tokenizer, device = start_run(cfg)
-    critic = UtteranceCritic.build(cfg.critic or cfg.policy, dtype=cfg.dtype).to(device or "cpu")
+    critic = build_critic(cfg).to(device or "cpu")
     check_same_tokenizer(critic, tokenizer)
     target = frozen_copy(critic)
     opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    opt_critic = torch.optim.AdamW(trainable_parameters(critic), lr=cfg.critic_learning_rate)
+    opt_critic = torch.optim.AdamW(critic_parameter_groups(cfg, critic), lr=cfg.critic_learning_rate)
     buffer = ReplayBuffer(cfg.buffer_capacity)
     generator = torch.Generator().manual_seed(cfg.seed)
     pad = tokenizer.pad_token_id
@@ -128,7 +141,22 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
 
 
 # -- the stages, in the order train_archer runs them -----------------------------------------------------
-def update_critic(cfg: ArCHerConfig, critic: UtteranceCritic, target: UtteranceCritic,
+def build_critic(cfg: ArCHerConfig) -> Critic:
+    """The critic of `cfg.critic_kind` on `cfg.critic` (None: the policy)."""
+    kind = LikelihoodCritic if cfg.critic_kind == "likelihood" else UtteranceCritic
+    return kind.build(cfg.critic or cfg.policy, dtype=cfg.dtype)
+
+
+def critic_parameter_groups(cfg: ArCHerConfig, critic: Critic) -> list[dict[str, Any]]:
+    """The critic's optimiser groups: a likelihood critic's small heads may take `critic_head_learning_rate`."""
+    if not isinstance(critic, LikelihoodCritic):
+        return [{"params": trainable_parameters(critic)}]
+    heads = [critic.q_bias, *critic.value_head.parameters()]
+    return [{"params": [p for p in critic.lm.parameters() if p.requires_grad]},
+            {"params": heads, "lr": cfg.critic_head_learning_rate or cfg.critic_learning_rate}]
+
+
+def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic,
                   optimizer: torch.optim.Optimizer, buffer: ReplayBuffer, generator: torch.Generator
                   ) -> list[dict[str, Any]]:
     """`critic_updates` TD steps on uniform replay minibatches, each followed by the Polyak target update."""
@@ -150,7 +178,7 @@ def update_critic(cfg: ArCHerConfig, critic: UtteranceCritic, target: UtteranceC
 
 
 @torch.no_grad()
-def advantages(critic: UtteranceCritic, rows: Sequence[Transition], batch_size: int) -> list[float]:
+def advantages(critic: Critic, rows: Sequence[Transition], batch_size: int) -> list[float]:
     """A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) of every row, from the critic."""
     critic.eval()
     out: list[float] = []
@@ -161,7 +189,7 @@ def advantages(critic: UtteranceCritic, rows: Sequence[Transition], batch_size: 
     return out
 
 
-def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: UtteranceCritic,
+def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Critic,
                  optimizer: torch.optim.Optimizer, rows: Sequence[Transition], pad_id: int) -> list[dict[str, Any]]:
     """`actor_epochs` shuffled passes of −A·log π over `rows` (the critic's advantages, computed once)."""
     adv = advantages(critic, rows, cfg.minibatch_size)

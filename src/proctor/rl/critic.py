@@ -38,6 +38,8 @@ HEAD_LABELS = ("q1", "q2", "v1", "v2")
 class UtteranceCritic(nn.Module):
     """Backbone + [Q₁, Q₂, V₁, V₂] head (see module docstring)."""
 
+    value_bounds: tuple[float, float] | None = None  # unbounded; `LikelihoodCritic`'s are (0, 1)
+
     def __init__(self, model: nn.Module, tokenizer: Any):
         super().__init__()
         self.model = model
@@ -108,6 +110,14 @@ def critic_loss(critic: UtteranceCritic, target: UtteranceCritic, batch: Sequenc
         terminated = torch.tensor([t.terminated for t in batch], device=dev)
         y_q = q_targets(rewards, next_v, terminated, gamma, heads)
         y_v = v_targets(target_q[:, None, :], heads)
+        if critic.value_bounds is not None:
+            lo, hi = critic.value_bounds
+            bad = ((y_q < lo) | (y_q > hi)).any(dim=-1).nonzero().flatten().tolist()
+            if bad:
+                t = batch[bad[0]]
+                raise ValueError(f"TD target {y_q[bad[0]].tolist()} of the transition from iteration {t.iteration} "
+                                 f"(reward {t.reward}) is outside the critic's range [{lo}, {hi}]: a likelihood "
+                                 "critic needs rewards in [0, 1] (use critic_kind: head)")
     q_loss = ((q - y_q) ** 2).mean(dim=0).sum()
     v_loss = ((v - y_v) ** 2).mean(dim=0).sum()
     return q_loss + v_loss, {"q_loss": q_loss.item(), "v_loss": v_loss.item(), "q_mean": q.mean().item(),
