@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -40,6 +41,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
     return build_tiny(tmp_path_factory.mktemp("tiny_model") / "llama", hidden_size=64, layers=2, heads=4,
                       vocab_size=2000)
+
+
+@pytest.fixture(scope="session")
+def problems_file(tmp_path_factory):
+    """Three plain-text problems (JSON lines) for the `stepwise` env, with answers."""
+    path = tmp_path_factory.mktemp("stepwise") / "problems.jsonl"
+    rows = [{"problem": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "7"},
+            {"problem": "What is 12 times 11?", "answer": 132},
+            {"problem": "A book costs $5. How much do 200 books cost?", "answer": "$1,000", "id": "books"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ CASES: dict[str, tuple[dict, list]] = {
     "twenty_questions": ({}, []),
     "arithmetic": ({}, []),
     "shop": ({"num_tasks": {"test": 5}}, []),
+    "stepwise": ({"path": "<problems_file>", "max_steps": 6}, []),  # the fixture's file of 3 problems
     "alfworld": ({"data_dir": str(ALFWORLD_DATA), "max_steps": 6}, [pytest.mark.extra, pytest.mark.data]),
     "textworld": ({"games_dir": str(TEXTWORLD_GAMES), "n_games": {"test": 1}, "world_size": 2, "nb_objects": 3,
                    "quest_length": 2, "max_steps": 6},
@@ -103,6 +104,8 @@ def test_env_conformance(name, kwargs, request):
     _skip_if_unavailable(name)
     if kwargs.get("base_url") == "<shop_server>":
         kwargs = {**kwargs, "base_url": request.getfixturevalue("shop_server")}
+    if kwargs.get("path") == "<problems_file>":
+        kwargs = {**kwargs, "path": str(request.getfixturevalue("problems_file"))}
     env = make(name, **kwargs)
     assert env.name == name
     test_ids = env.task_ids("test")

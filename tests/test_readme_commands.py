@@ -33,6 +33,7 @@ def test_proctor_envs_lists_adapters_without_importing_them():
         assert name in got["out"]
     assert "household" in got["out"] and "train: 2000" in got["out"]  # built-in envs are counted
     assert "not loaded" in got["out"]  # the adapters say how to count their tasks
+    assert "tasks from" in got["out"] and "path=...`" in got["out"]  # stepwise: its tasks are the problems of a file
 
 
 def test_proctor_envs_name_loads_only_that_adapter():

@@ -1,5 +1,6 @@
 """One conformance suite for every registered search method (like tests/test_env_conformance.py for envs), with
-a real tiny PRM and scripted policies on `household` and `arithmetic`:
+a real tiny PRM and scripted policies on `household`, `arithmetic` and `stepwise` (plain text problems, one
+reasoning step per action):
 
 - valid trajectories: one per (task, sample), each re-played action by action in a fresh env gives the same
   observations, final observation and outcome (every candidate ran in a faithful env copy);
@@ -61,12 +62,48 @@ class LookAmongRandomConfig(AgentSpec):
         return LookAmongRandom()
 
 
+TEXT_STEPS = "search-test-text-steps"
+STEPS = ("Let me think.", "First, add the numbers.", "3 + 4 = 7.", "The answer is 7.", "The answer is 8.")
+
+
+class TextSteps(Agent):
+    """n seeded draws of reasoning steps, some of which state an answer (which ends a `stepwise` episode)."""
+
+    name = "text-steps"
+
+    def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
+        out = []
+        for p in prefixes:
+            rng = stable_rng("text-steps", p.task_id, p.sample, p.step_index)
+            out.append([Candidate(a, raw_output=a) for a in rng.choices(STEPS, weights=(4, 4, 4, 1, 1), k=n)])
+        return out
+
+
+@register_agent(TEXT_STEPS)
+class TextStepsConfig(AgentSpec):
+    """Test policy: reasoning steps for the `stepwise` env."""
+
+    kind: str = TEXT_STEPS
+
+    def build(self) -> Agent:
+        return TextSteps()
+
+
 ARITHMETIC_AGENT = {"kind": "mixture", "components": [{"agent": {"kind": "expert", "expert": "solver"}, "weight": 1},
                                                       {"agent": {"kind": "expert", "expert": "noisy"}, "weight": 1}]}
 ENVS = {
     "household": ({"max_steps": 6}, {"kind": SCRIPTED}),
     "arithmetic": ({"max_steps": 6}, ARITHMETIC_AGENT),
+    "stepwise": ({"path": "<problems_file>", "max_steps": 6}, {"kind": TEXT_STEPS}),
 }
+
+
+def env_kwargs(env: str, request) -> dict:
+    """ENVS' constructor arguments of `env`, the `stepwise` problems file taken from its fixture."""
+    kwargs = dict(ENVS[env][0])
+    if kwargs.get("path") == "<problems_file>":
+        kwargs["path"] = str(request.getfixturevalue("problems_file"))
+    return kwargs
 
 
 def method_config(method: str, agent: dict, prm: str, aggregation: str = "last") -> dict:
@@ -136,10 +173,9 @@ def look_prm(tiny_model_dir, tmp_path_factory) -> str:
 
 
 def run(method: str, env: str, prm: str, out, *, seed: int = 0, tasks: int = 2, aggregation: str = "last",
-        **kw) -> list:
-    env_kwargs, agent = ENVS[env]
-    cfg = SearchRunConfig(env=env, env_kwargs=env_kwargs, tasks=tasks, out=out, seed=seed, batch=2, progress=False,
-                          search=method_config(method, agent, prm, aggregation), **kw)
+        kwargs: dict | None = None, **kw) -> list:
+    cfg = SearchRunConfig(env=env, env_kwargs=ENVS[env][0] if kwargs is None else kwargs, tasks=tasks, out=out, seed=seed, batch=2, progress=False,
+                          search=method_config(method, ENVS[env][1], prm, aggregation), **kw)
     result = run_search(cfg)
     return sorted(result.store.load(), key=lambda t: t.key)
 
@@ -159,11 +195,12 @@ def assert_replays(traj, env_kwargs: dict) -> None:
 
 @pytest.mark.parametrize("env", list(ENVS))
 @pytest.mark.parametrize("method", METHODS)
-def test_valid_trajectories_budgets_determinism_and_resume(method, env, look_prm, tmp_path):
-    trajs = run(method, env, look_prm, tmp_path / "a")
+def test_valid_trajectories_budgets_determinism_and_resume(method, env, look_prm, tmp_path, request):
+    kwargs = env_kwargs(env, request)
+    trajs = run(method, env, look_prm, tmp_path / "a", kwargs=kwargs)
     assert [t.key for t in trajs] == [(tid, 0) for tid in sorted({t.task_id for t in trajs})] and len(trajs) == 2
     for t in trajs:
-        assert_replays(t, ENVS[env][0])
+        assert_replays(t, kwargs)
         assert all(0.0 <= s.info["candidate_meta"]["prm_score"] <= 1.0 for s in t.steps)
         b = t.meta["budget"]
         assert set(b) == {"env_steps", "replayed_steps", "forks", "candidates", "generated_tokens", "prm_calls"}
@@ -179,14 +216,17 @@ def test_valid_trajectories_budgets_determinism_and_resume(method, env, look_prm
         else:
             # root: 4 candidates; then <= 2 nodes x 2 candidates a round; every distinct candidate runs in a fork
             # of its parent except the first, which takes the parent's env
-            assert steps <= b["env_steps"] == b["prm_calls"] <= 4 * steps
-            assert b["candidates"] >= b["env_steps"] and b["forks"] >= b["env_steps"] - 1 - 2 * (steps - 1)
-            assert b["replayed_steps"] == 0  # in-process clones
+            # (`stepwise`: a beam that answers early finishes before the rounds end)
+            rounds = t.meta["search"]["rounds"]
+            assert steps <= rounds and steps <= b["env_steps"] == b["prm_calls"] <= 4 * rounds
+            assert b["candidates"] >= b["env_steps"] and b["forks"] >= b["env_steps"] - 1 - 2 * (rounds - 1)
+            if make(env, **kwargs).copyable:  # in-process clones (`stepwise` replays the parent's steps instead)
+                assert b["replayed_steps"] == 0
             assert t.meta["search"]["finished"] >= 1
-    again = run(method, env, look_prm, tmp_path / "b")
+    again = run(method, env, look_prm, tmp_path / "b", kwargs=kwargs)
     assert [(t.actions, [s.info["candidate_meta"]["prm_score"] for s in t.steps], t.meta["budget"]) for t in trajs] \
         == [(t.actions, [s.info["candidate_meta"]["prm_score"] for s in t.steps], t.meta["budget"]) for t in again]
-    assert run(method, env, look_prm, tmp_path / "a") and len(TrajectoryStore.open(tmp_path / "a").load()) == 2
+    assert run(method, env, look_prm, tmp_path / "a", kwargs=kwargs) and len(TrajectoryStore.open(tmp_path / "a").load()) == 2
 
 
 @pytest.mark.parametrize("method", ["step-best-of-n", "beam", "dvts"])

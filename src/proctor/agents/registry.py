@@ -40,7 +40,7 @@ def register_agent(kind: str, description: str = "") -> Callable[[type[AgentSpec
     def deco(cls: type[AgentSpec]) -> type[AgentSpec]:
         if kind in _KINDS:
             raise ValueError(f"agent kind {kind!r} is already registered")
-        cls.description = description or (cls.__doc__ or "").strip().splitlines()[0]
+        cls.description = description or next(iter((cls.__doc__ or "").strip().splitlines()), kind)
         _KINDS[kind] = cls
         return cls
 

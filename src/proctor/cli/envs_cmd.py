@@ -15,6 +15,12 @@ console = Console()
 
 
 def _task_counts(entry) -> str:
+    import inspect
+
+    required = [n for n, p in inspect.signature(entry.factory()).parameters.items()
+                if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD]
+    if required:  # e.g. `stepwise`: its tasks are the problems of a file the user names
+        return "[dim]tasks from " + ", ".join(f"`--env-arg {n}=...`" for n in required) + "[/dim]"
     try:
         env = entry.factory()()
         counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())

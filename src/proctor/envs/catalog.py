@@ -5,6 +5,7 @@ when made)."""
 import proctor.envs.arithmetic
 import proctor.envs.household
 import proctor.envs.shop
+import proctor.envs.stepwise_text
 import proctor.envs.twenty_questions  # noqa: F401  (the imports above register the built-in envs)
 from proctor.envs.registry import register_lazy
 

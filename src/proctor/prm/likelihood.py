@@ -334,10 +334,13 @@ class LikelihoodScorer:
 
 
 def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = None, dtype: str = "auto") -> Any:
-    """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, else a `PRMScorer`."""
+    """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
+    PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`."""
     if is_likelihood_prm(path):
         return LikelihoodScorer(path, batch_size, device, dtype)
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
+    from proctor.prm.text_scorer import TextStepScorer
 
-    return PRMScorer(ProcessRewardModel.from_pretrained(path, dtype=dtype, device=device), batch_size=batch_size)
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(path, dtype=dtype, device=device), batch_size=batch_size)
+    return TextStepScorer(scorer) if scorer.prm.spec.trained_on == "text" else scorer

@@ -54,6 +54,10 @@ class PRMSpec(BaseModel):
     score_at: Literal["action", "state"] = Field(
         default="action", description="where it was trained to score: after each action (PRM, Q) or at the "
         "end of each state (a value model V(s)); `data.score_at` of the training config")
+    trained_on: Literal["trajectories", "text"] = Field(
+        default="trajectories", description="its training text: agent states rendered by the prompt renderer "
+        "(trajectory stores, targets, pairs) or plain stepwise text, a problem and its steps (stepwise, "
+        "math_shepherd, prm800k, processbench files); search reads env states the same way (`proctor.prm.text_scorer`)")
 
 
 @dataclass

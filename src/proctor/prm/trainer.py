@@ -32,6 +32,8 @@ from proctor.prm.records import (
 from proctor.prm.tokenize import PRMCollator, TokenizationError
 
 #: the `targets.parquet` record kind each objective's data kind reads
+#: data formats of plain stepwise text (a problem and its steps), not rendered agent states
+TEXT_FORMATS = ("stepwise", "math_shepherd", "prm800k", "processbench")
 RECORD_KINDS = {"steps": "step", "pairs": "preference", "progress": "progress", "transitions": "transition"}
 
 
@@ -247,7 +249,8 @@ def build_trainer(cfg: PRMTrainConfig) -> tuple[ProcessRewardModel, PRMTrainer]:
         gradient_checkpointing=m.gradient_checkpointing,
         trust_remote_code=m.trust_remote_code,
     )
-    prm.spec = prm.spec.model_copy(update={"score_at": cfg.data.score_at})  # saved in prm_config.json
+    trained_on = "text" if cfg.data.format in TEXT_FORMATS else "trajectories"
+    prm.spec = prm.spec.model_copy(update={"score_at": cfg.data.score_at, "trained_on": trained_on})  # prm_config.json
     report: dict[str, int] = {}
     train = tokenize_examples(prm, render_data(cfg, raw["train"], prm.tokenizer), cfg.loss,
                               unlabelled_rows=cfg.data.unlabelled_rows, report=report)
