@@ -44,20 +44,27 @@ def test_replay_buffer_ring_sample_and_parquet_round_trip(tmp_path):
         ReplayBuffer(2).sample(1, torch.Generator())
 
 
-def test_critic_loss_decreases_on_a_fixed_batch(tiny_model_dir):
-    torch.manual_seed(0)
-    critic = UtteranceCritic.build(tiny_model_dir)
-    target = frozen_copy(critic)
-    batch = [_t(i, reward=-1.0 if i % 2 else 0.0, terminated=i % 3 == 0) for i in range(8)]
+def td_losses(critic, target, batch, steps: int = 25, tau: float | None = None) -> list[float]:
+    """The TD loss over `steps` AdamW steps (lr 3e-3) on one fixed batch; the target follows by Polyak at rate
+    `tau` (None: it stays fixed)."""
     opt = torch.optim.AdamW(critic.parameters(), lr=3e-3)
     losses = []
-    for _ in range(25):
+    for _ in range(steps):
         loss, _ = critic_loss(critic, target, batch, gamma=0.9)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        polyak_update(target.parameters(), critic.parameters(), 0.1)
+        if tau is not None:
+            polyak_update(target.parameters(), critic.parameters(), tau)
         losses.append(loss.item())
+    return losses
+
+
+def test_critic_loss_decreases_on_a_fixed_batch(tiny_model_dir):
+    torch.manual_seed(0)
+    critic = UtteranceCritic.build(tiny_model_dir)
+    batch = [_t(i, reward=-1.0 if i % 2 else 0.0, terminated=i % 3 == 0) for i in range(8)]
+    losses = td_losses(critic, frozen_copy(critic), batch, tau=0.1)
     assert losses[-1] < 0.5 * losses[0]
 
 

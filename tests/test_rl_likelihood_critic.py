@@ -20,6 +20,7 @@ from proctor.rl.critic import critic_loss
 from proctor.rl.grpo import frozen_copy
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.replay import Transition
+from test_rl_archer import td_losses
 
 PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 ROWS = [([5, 9, 12, 7], [30, 31]), ([5, 8], [40, 41, 42]), ([6, 6, 6, 6, 6, 6], [50])]
@@ -75,14 +76,7 @@ def test_td_loss_falls_and_targets_outside_the_range_are_refused(tiny_model_dir)
         ell = sequence_logprobs(*completion_logprobs(critic.lm, [(t.prompt_ids, t.action_ids) for t in batch], 0))
         critic.q_bias.fill_(-float(ell.mean()))
     target = frozen_copy(critic)
-    opt = torch.optim.AdamW(critic.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(25):
-        loss, _ = critic_loss(critic, target, batch, gamma=0.9)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = td_losses(critic, target, batch)
     assert losses[-1] < 0.5 * losses[0]
     with pytest.raises(ValueError, match=r"TD target \[-1.0, -1.0\] .* \(reward -1.0\) is outside the critic's "
                                          r"range \[0.0, 1.0\]"):
