@@ -89,11 +89,15 @@ def test_archer_with_the_likelihood_critic_end_to_end_on_household(tiny_model_di
                        agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=2,
                        warmup_iterations=1, critic_updates=4, critic_batch_size=4, minibatch_size=8,
                        critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
-                       learning_rate=1e-3, critic_learning_rate=1e-4, critic_head_learning_rate=1e-2, progress=False)
+                       learning_rate=1e-3, critic_learning_rate=1e-4, critic_head_learning_rate=1e-2,
+                       whiten_advantages=True, progress=False)
     result = train_archer(cfg)
     first, second = result.iterations
     assert first["train"]["steps"] == 0 and second["train"]["steps"] > 0
     assert second["logprob_drift"] < 1e-3
+    n, log = second["transitions"], second["train"]["log"]  # minibatches of 8 in order, the last one smaller
+    sizes = [min(8, n - i) for i in range(0, n, 8)]
+    assert len(log) == len(sizes) and abs(sum(k * x["advantage"] for k, x in zip(sizes, log, strict=True))) < 1e-4
     back = LikelihoodCritic.build(result.critic_dir)
     assert back.beta == 2.0 and back.q_bias.tolist() != [-1.0, -1.0]  # trained from the PRM's bias
     groups = critic_parameter_groups(cfg, back)

@@ -13,8 +13,9 @@ One iteration k = 1..K:
    after each step the target critic follows by Polyak averaging, ψ̄ ← τψ + (1 − τ)ψ̄;
 4. after `warmup_iterations` critic-only iterations, `actor_epochs` passes of the token-level policy gradient
    on this iteration's steps (on-policy samples; ArCHer's code draws fresh actions at replay states instead):
-   ℓ = −A·Σ_h log π(a^h | s, a^{<h}) with A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) from the critic, on the
-   stored generated ids (`aggregation` seq-mean-token-sum; `logprob_drift` compares the sampling log-probs);
+   ℓ = −A·Σ_h log π(a^h | s, a^{<h}) with A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) from the critic (optionally
+   whitened over the iteration's steps, `whiten_advantages`), on the stored generated ids (`aggregation`
+   seq-mean-token-sum; `logprob_drift` compares the sampling log-probs);
 5. the iterate is saved: `iter-k/policy` (when the actor trained), `iter-k/critic`, `iter-k/metrics.json`.
 """
 
@@ -32,6 +33,7 @@ from pydantic import Field, model_validator
 
 from proctor.models.sequences import completion_logprobs
 from proctor.progress import StageProgress
+from proctor.rl.advantages import whiten
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.grpo import frozen_copy
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
@@ -72,6 +74,8 @@ class ArCHerConfig(OnlineConfig):
     actor_epochs: int = Field(default=1, ge=1, description="passes over each iteration's steps")
     minibatch_size: int = Field(default=16, ge=1, description="steps per actor step")
     aggregation: Aggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
+    whiten_advantages: bool = Field(default=False, description="A ← (A − mean)/std over the iteration's steps "
+                                    "(PPO's normalisation; ArCHer: off)")
     # acting
     candidates: int = Field(default=1, ge=1, description="K > 1: act with the best of K samples by the critic")
     logprob_weight: float = Field(default=0.0, description="α: the critic's choice maximises Q + α·log π")
@@ -193,6 +197,8 @@ def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Cri
                  optimizer: torch.optim.Optimizer, rows: Sequence[Transition], pad_id: int) -> list[dict[str, Any]]:
     """`actor_epochs` shuffled passes of −A·log π over `rows` (the critic's advantages, computed once)."""
     adv = advantages(critic, rows, cfg.minibatch_size)
+    if cfg.whiten_advantages:
+        adv = whiten(torch.tensor(adv), torch.ones(len(adv))).tolist()
     policy.train()
     rng = random.Random(cfg.seed * 1_000_003 + k)
     steps: list[dict[str, Any]] = []
