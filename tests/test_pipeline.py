@@ -4,11 +4,13 @@ resume at stage granularity, and the report built from the run directory."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from proctor.pipeline import PipelineConfig, run_pipeline
+from proctor.pipeline.run import anchor_store
 
 PROMPT = {"history": 2, "memory": True}
 
@@ -138,6 +140,11 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg["prm"] = {"kind": "likelihood", "anchor": "$demo", "anchor_weight": 1.0}
     with pytest.raises(ValueError, match=r"prm.anchor: '\$demo' is neither `\$demos`"):
         PipelineConfig.model_validate(cfg)
+    cfg["prm"] = {"kind": "likelihood", "anchor": "$rollouts", "anchor_weight": 1.0, "anchor_expert": "search"}
+    assert PipelineConfig.model_validate(cfg).prm["anchor"] == "$rollouts"
+    demos, rollouts = Path("run/demos"), Path("run/iter-0/targets/trajectories")
+    assert [anchor_store(a, demos, rollouts) for a in ("$demos", "$rollouts", "data/x")] == \
+        [str(demos), str(rollouts), "data/x"]
     for key in ("output_dir", "training"):
         cfg["prm"] = {"kind": "likelihood", key: "x"}
         with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):

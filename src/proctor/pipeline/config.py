@@ -117,7 +117,7 @@ class PipelineConfig(_Section):
     prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training; "
                                 "model.backbone defaults to `$policy` (π_k), `$model` is the starting model; or "
                                 "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: "
-                                "$demos` is the loop's demonstrations)")
+                                "$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts)")
     improve: dict[str, Any] = Field(default_factory=dict,
                                     description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
     evaluate: EvalSection
@@ -141,9 +141,9 @@ class PipelineConfig(_Section):
                 raise ValueError(f"prm.{bad[0]}: not a field of the likelihood PRM here (the loop sets policy, data "
                                  f"and output_dir); fields: {', '.join(sorted(allowed))}")
             anchor = self.prm.get("anchor")
-            if anchor is not None and anchor != "$demos" and not (Path(anchor) / "manifest.json").is_file():
-                raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations) nor a "
-                                 "trajectory store (no manifest.json)")
+            if anchor not in (None, "$demos", "$rollouts") and not (Path(anchor) / "manifest.json").is_file():
+                raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations), "
+                                 "`$rollouts` (the iteration's rollouts) nor a trajectory store (no manifest.json)")
         return self
 
     @model_validator(mode="after")

@@ -50,6 +50,12 @@ def fill(value: Any, policy: Path, prm: Path | None) -> Any:
     return value
 
 
+
+def anchor_store(anchor: str, demos: Path, rollouts: Path) -> str:
+    """A likelihood PRM's `anchor` in a loop: `$demos` is the loop's demonstrations, `$rollouts` the iteration's
+    labelled rollouts (the policy's own states: with `anchor_expert`, DAgger's relabelling), else a store path."""
+    return {"$demos": str(demos), "$rollouts": str(rollouts)}.get(anchor, anchor)
+
 class Pipeline:
     """The loop of `run_pipeline`, stage by stage (see module docstring)."""
 
@@ -184,12 +190,12 @@ class Pipeline:
 
     def likelihood_prm(self, k: int, policy: Path, labelled: Path, out: Path, section: dict[str, Any]) -> Path:
         """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
-        reading states with the policy agent's prompt; `anchor: $demos` anchors it on the loop's demonstrations."""
+        reading states with the policy agent's prompt; the anchor may name the loop's stores (`anchor_store`)."""
         from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
 
         prompt = self.cfg.policy_agent.get("prompt")
-        if section.get("anchor") == "$demos":
-            section["anchor"] = str(self.out / "demos")
+        if "anchor" in section:
+            section["anchor"] = anchor_store(section["anchor"], self.out / "demos", labelled)
         lcfg = LikelihoodPRMConfig.model_validate({
             "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"),
             **({"prompt": prompt} if prompt is not None else {}), **section,
