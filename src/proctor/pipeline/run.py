@@ -50,11 +50,11 @@ def fill(value: Any, policy: Path, prm: Path | None) -> Any:
     return value
 
 
-
 def anchor_store(anchor: str, demos: Path, rollouts: Path) -> str:
     """A likelihood PRM's `anchor` in a loop: `$demos` is the loop's demonstrations, `$rollouts` the iteration's
     labelled rollouts (the policy's own states: with `anchor_expert`, DAgger's relabelling), else a store path."""
     return {"$demos": str(demos), "$rollouts": str(rollouts)}.get(anchor, anchor)
+
 
 class Pipeline:
     """The loop of `run_pipeline`, stage by stage (see module docstring)."""

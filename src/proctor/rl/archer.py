@@ -57,7 +57,8 @@ class ArCHerConfig(OnlineConfig):
     critic: str | None = Field(default=None, description="critic backbone (None: the policy's); same tokenizer")
     critic_kind: Literal["head", "likelihood"] = Field(
         default="head", description="head: a [Q₁, Q₂, V₁, V₂] head on the backbone (`proctor.rl.critic`); "
-        "likelihood: Q through the backbone's LM likelihood, e.g. from a likelihood PRM (`proctor.rl.likelihood_critic`)")
+        "likelihood: Q through the backbone's LM likelihood, e.g. from a likelihood PRM "
+        "(`proctor.rl.likelihood_critic`)")
     critic_learning_rate: float = Field(default=1e-5, gt=0)
     critic_head_learning_rate: float | None = Field(
         default=None, gt=0, description="likelihood critic: of its Q biases and V head (None: critic_learning_rate)")
