@@ -174,7 +174,7 @@ def test_anchor_expert_relabels_every_state_of_the_policys_episodes(trained, tmp
     run_rollout(RolloutConfig(**ENV, out=tmp_path / "no-hints", split="train", tasks=1, samples=1, progress=False))
     with pytest.raises(ValueError, match=r"no-hints: trajectory .* step 0: anchor_expert 'oracle': .*expert_hints"):
         demonstrated_steps(tmp_path / "no-hints", "oracle")
-    with pytest.raises(ValueError, match="anchor_expert 'nobody': no expert 'nobody' for env 'household'"):
+    with pytest.raises(ValueError, match=rf"{visited}: anchor_expert 'nobody': no expert 'nobody' for env 'household'"):
         demonstrated_steps(visited, "nobody")
 
 

@@ -183,11 +183,16 @@ def demonstrated_steps(store: Path, expert: str | None = None) -> tuple[list[Exa
         if not out:
             raise ValueError(f"{store}: no successful episode to anchor on ({len(trajs)} episodes, none a success)")
         return out, sum(not t.success for t in trajs)
-    out = []
+    out, policies = [], {}
     for traj in trajs:
+        if traj.env not in policies:
+            try:
+                policies[traj.env] = expert_policy(traj.env, expert)
+            except ExpertUnavailable as e:
+                raise ValueError(f"{store}: anchor_expert {expert!r}: {e}") from None
         for i in range(len(traj.steps)):
             try:
-                out.append((traj, i, expert_policy(traj.env, expert)(prefix_at(traj, i)), 1.0))
+                out.append((traj, i, policies[traj.env](prefix_at(traj, i)), 1.0))
             except ExpertUnavailable as e:
                 raise ValueError(f"{store}: trajectory {traj.id} step {i}: anchor_expert {expert!r}: {e}") from None
     if not out:
