@@ -104,3 +104,54 @@ def test_archer_with_the_likelihood_critic_end_to_end_on_household(tiny_model_di
     assert [g.get("lr") for g in groups] == [None, 1e-2] and len(groups[1]["params"]) == 3  # b, w, c
     with pytest.raises(ValueError, match="critic_head_learning_rate is for critic_kind: likelihood"):
         ArCHerConfig(**{**cfg.model_dump(), "critic_kind": "head"})
+
+
+def test_expected_baseline_is_the_policys_average_of_q_over_the_admissible_actions(tiny_model_dir, tmp_path):
+    """The shared-prefix V^π(s) equals Σ_a softmax(ℓ_π)(a)·min Q(s, a) computed row by row with full passes."""
+    from proctor.agents.choice import ChoiceAgent
+    from proctor.prompts import PromptConfig, prefix_at
+    from proctor.rl.expected_baseline import expected_baselines
+    from proctor.rl.replay import transitions
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    prompt = PromptConfig.model_validate(PROMPT)
+    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, tasks=2,
+                              agent={"kind": "choice", "model": str(tiny_model_dir), "temperature": 1.0,
+                                     "prompt": PROMPT}, out=tmp_path / "roll", progress=False))
+    from proctor.trajectory import TrajectoryStore
+
+    trajs = TrajectoryStore.open(tmp_path / "roll").load()
+    policy, tok = load(tiny_model_dir)
+    critic = LikelihoodCritic.build(_prm_folder(tiny_model_dir, tmp_path, beta=0.5, bias=2.0))
+    with torch.no_grad():
+        critic.q_bias.copy_(torch.tensor([2.0, 1.5]))  # min Q is head 2's
+    rows = transitions(tok, trajs, prompt)
+    got = expected_baselines(policy, critic, tok, trajs, rows, prompt, temperature=1.0, states_per_pass=2)
+    replies = ChoiceAgent(policy, tok, prompt=prompt)
+    by_id = {t.id: t for t in trajs}
+    for row, v in zip(rows, got, strict=True):
+        prefix = prefix_at(by_id[row.trajectory], row.step)
+        pairs = [(row.prompt_ids, ids) for ids in replies.reply_ids(prefix, prefix.admissible_actions)]
+        with torch.no_grad():
+            ell = sequence_logprobs(*completion_logprobs(policy, pairs, tok.pad_token_id))
+            q, _ = critic([p for p, _ in pairs], [a for _, a in pairs])
+        assert q[:, 1].tolist() == pytest.approx(torch.sigmoid(0.5 * ell + 1.5).tolist(), rel=1e-5)
+        assert v == pytest.approx(float((torch.softmax(ell, 0) * q[:, 1]).sum()), rel=1e-4)
+    assert len(rows) == 6 and len(set(got)) > 1
+
+
+def test_archer_with_the_expected_baseline_and_a_kl_penalty(tiny_model_dir, tmp_path):
+    cfg = ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
+                       env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
+                       agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=2,
+                       warmup_iterations=1, critic_updates=2, critic_batch_size=4, minibatch_size=4,
+                       critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
+                       learning_rate=1e-2, critic_learning_rate=1e-4, baseline="expected", kl_coef=0.5,
+                       progress=False)
+    log = train_archer(cfg).iterations[1]["train"]["log"]
+    assert log[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the first step starts at π₀ (the warm-up left it there)
+    assert max(s["kl"] for s in log) > 1e-4  # then moves away, and pays for it
+    with pytest.raises(ValueError, match="baseline: expected needs critic_kind: likelihood and agent kind choice"):
+        ArCHerConfig(**{**cfg.model_dump(), "critic_kind": "head", "critic": None})
+    with pytest.raises(ValueError, match="got likelihood and hf"):
+        ArCHerConfig(**{**cfg.model_dump(), "agent": {"kind": "hf"}})

@@ -10,6 +10,7 @@ from proctor.rl.td import (
     TRAJECTORY_FILTERS,
     archer_advantage,
     chai_select,
+    expected_value,
     polyak_update,
     q_targets,
     v_targets,
@@ -55,6 +56,17 @@ def test_archer_advantage_min_q_minus_min_v():
     q = torch.tensor([[2.0, 3.0], [-1.0, 0.0]])
     v = torch.tensor([[1.0, 0.5], [0.0, 0.0]])
     assert archer_advantage(q, v).tolist() == [1.5, -1.0]
+
+
+def test_expected_value_weights_each_actions_q_by_its_probability():
+    # state 0: 0.5·0.2 + 0.25·0.6 + 0.25·0.9 = 0.475; state 1 has two actions (the third padded, p = 0): 0.5·(0.4 + 0.8)
+    q = torch.tensor([[0.2, 0.6, 0.9], [0.4, 0.8, 0.0]])
+    p = torch.tensor([[0.5, 0.25, 0.25], [0.5, 0.5, 0.0]])
+    assert expected_value(q, p).tolist() == pytest.approx([0.475, 0.6])
+    with pytest.raises(ValueError, match="must be a distribution"):
+        expected_value(q, torch.tensor([[0.5, 0.25, 0.0], [0.5, 0.5, 0.0]]))
+    with pytest.raises(ValueError, match=r"must both be \[B, M\]"):
+        expected_value(q, p[:, :2])
 
 
 def test_chai_select_argmax_q_optionally_penalised():

@@ -15,7 +15,9 @@ One iteration k = 1..K:
    on this iteration's steps (on-policy samples; ArCHer's code draws fresh actions at replay states instead):
    ℓ = −A·Σ_h log π(a^h | s, a^{<h}) with A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) from the critic (optionally
    whitened over the iteration's steps, `whiten_advantages`), on the stored generated ids (`aggregation`
-   seq-mean-token-sum; `logprob_drift` compares the sampling log-probs);
+   seq-mean-token-sum; `logprob_drift` compares the sampling log-probs). `baseline: expected` replaces the
+   learned V by V^π(s) = Σ_a π(a|s)·min(Q₁, Q₂)(s, a) over the admissible actions (`proctor.rl.expected_baseline`);
+   `kl_coef` adds kl_coef·KL(π‖π₀) per token to the starting policy (estimator `kl_estimator`, as GRPO's);
 5. the iterate is saved: `iter-k/policy` (when the actor trained), `iter-k/critic`, `iter-k/metrics.json`.
 """
 
@@ -35,15 +37,16 @@ from proctor.models.sequences import completion_logprobs
 from proctor.progress import StageProgress
 from proctor.rl.advantages import whiten
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
+from proctor.rl.expected_baseline import expected_baselines
 from proctor.rl.grpo import frozen_copy
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
-from proctor.rl.policy_losses import Aggregation, pg_loss
+from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, pg_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
-from proctor.rl.replay import ReplayBuffer, Transition, transitions
-from proctor.rl.step_rows import StepRow, fill_logprobs
+from proctor.rl.replay import ReplayBuffer, transitions
+from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned
 from proctor.rl.td import archer_advantage, polyak_update
 
 REPLAY_FILE = "replay.parquet"
@@ -77,6 +80,11 @@ class ArCHerConfig(OnlineConfig):
     aggregation: Aggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
     whiten_advantages: bool = Field(default=False, description="A ← (A − mean)/std over the iteration's steps "
                                     "(PPO's normalisation; ArCHer: off)")
+    baseline: Literal["value", "expected"] = Field(
+        default="value", description="value: the critic's min(V₁, V₂)(s) (ArCHer); expected: Σ_a π(a|s)·min Q(s, a) "
+        "over the admissible actions (needs critic_kind: likelihood and the choice agent)")
+    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π₀) per token to the starting policy")
+    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
     # acting
     candidates: int = Field(default=1, ge=1, description="K > 1: act with the best of K samples by the critic")
     logprob_weight: float = Field(default=0.0, description="α: the critic's choice maximises Q + α·log π")
@@ -85,6 +93,9 @@ class ArCHerConfig(OnlineConfig):
     def _head_rate(self) -> ArCHerConfig:
         if self.critic_head_learning_rate is not None and self.critic_kind != "likelihood":
             raise ValueError("critic_head_learning_rate is for critic_kind: likelihood (a head critic has one rate)")
+        if self.baseline == "expected" and (self.critic_kind != "likelihood" or self.agent.kind != "choice"):
+            raise ValueError("baseline: expected needs critic_kind: likelihood and agent kind choice (it sums the "
+                             f"critic's Q over the admissible actions), got {self.critic_kind} and {self.agent.kind}")
         return self
 
 
@@ -101,6 +112,7 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     critic = build_critic(cfg).to(device or "cpu")
     check_same_tokenizer(critic, tokenizer)
     target = frozen_copy(critic)
+    reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
     opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     opt_critic = torch.optim.AdamW(critic_parameter_groups(cfg, critic), lr=cfg.critic_learning_rate)
     buffer = ReplayBuffer(cfg.buffer_capacity)
@@ -127,9 +139,11 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
         actor_log, drift = [], None
         if cfg.train_actor and k > cfg.warmup_iterations:
             rows = buffer.take(slots)
-            drift = fill_logprobs(policy, None, [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs)
-                                                 for t in rows], pad, cfg.minibatch_size)
-            actor_log = update_actor(cfg, k, policy, critic, opt_policy, rows, pad)
+            samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
+            drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size)
+            baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature)
+                        if cfg.baseline == "expected" else None)
+            actor_log = update_actor(cfg, k, policy, critic, opt_policy, samples, pad, baseline, reference is not None)
             current = str(save_policy(policy, tokenizer, folder / "policy"))
         clock["actor"] = time.monotonic()
         # 5. save the critic, the buffer and the metrics
@@ -183,23 +197,28 @@ def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic,
 
 
 @torch.no_grad()
-def advantages(critic: Critic, rows: Sequence[Transition], batch_size: int) -> list[float]:
-    """A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) of every row, from the critic."""
+def advantages(critic: Critic, rows: Sequence[StepRow], batch_size: int,
+               baseline: Sequence[float] | None = None) -> list[float]:
+    """A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) of every row from the critic, or min(Q₁, Q₂)(s, a) − `baseline`."""
     critic.eval()
     out: list[float] = []
     for i in range(0, len(rows), batch_size):
         chunk = rows[i:i + batch_size]
-        q, v = critic([t.prompt_ids for t in chunk], [t.action_ids for t in chunk])
+        q, v = critic([r.prompt_ids for r in chunk], [r.completion_ids for r in chunk])
+        if baseline is not None:
+            v = torch.tensor(baseline[i:i + batch_size], dtype=q.dtype, device=q.device)[:, None].expand_as(q)
         out += archer_advantage(q, v).cpu().tolist()
     return out
 
 
 def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Critic,
-                 optimizer: torch.optim.Optimizer, rows: Sequence[Transition], pad_id: int) -> list[dict[str, Any]]:
-    """`actor_epochs` shuffled passes of −A·log π over `rows` (the critic's advantages, computed once)."""
-    adv = advantages(critic, rows, cfg.minibatch_size)
+                 optimizer: torch.optim.Optimizer, rows: Sequence[StepRow], pad_id: int,
+                 baseline: Sequence[float] | None = None, with_kl: bool = False) -> list[dict[str, Any]]:
+    """`actor_epochs` shuffled passes of −A·log π (+ kl_coef·KL to π₀ when `with_kl`: the rows carry the
+    reference's log-probs) over `rows`, with the critic's advantages computed once."""
+    adv = advantages(critic, rows, cfg.minibatch_size, baseline)
     if cfg.whiten_advantages:
-        adv = whiten(torch.tensor(adv), torch.ones(len(adv))).tolist()
+        adv = whiten(torch.tensor(adv, dtype=torch.float64), torch.ones(len(adv))).tolist()
     policy.train()
     rng = random.Random(cfg.seed * 1_000_003 + k)
     steps: list[dict[str, Any]] = []
@@ -210,10 +229,15 @@ def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Cri
             rng.shuffle(order)
             for start in range(0, len(order), cfg.minibatch_size):
                 idx = order[start:start + cfg.minibatch_size]
-                logps, mask = completion_logprobs(policy, [(rows[i].prompt_ids, rows[i].action_ids) for i in idx],
+                logps, mask = completion_logprobs(policy, [(rows[i].prompt_ids, rows[i].completion_ids) for i in idx],
                                                   pad_id)
                 a = torch.tensor([adv[i] for i in idx], device=logps.device)[:, None].expand_as(logps)
                 loss, stats = pg_loss(logps, a, mask, cfg.aggregation)
+                if with_kl:
+                    ref = right_aligned([rows[i].ref_logprobs for i in idx], mask.shape[1], logps.device)
+                    kl = aggregate(KL_PENALTIES.get(cfg.kl_estimator)(logps, ref), mask, cfg.aggregation)
+                    loss = loss + cfg.kl_coef * kl
+                    stats["kl"] = float(kl.detach())
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))

@@ -82,6 +82,10 @@ class LikelihoodCritic(nn.Module):
     def _values(self, hidden: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.value_head(hidden.float()))
 
+    def q_values(self, logliks: torch.Tensor) -> torch.Tensor:
+        """Q [B, 2] = σ(β·ℓ + b_i) of actions given by their log-likelihoods ℓ [B] under ψ."""
+        return torch.sigmoid(self.beta * logliks.to(self.q_bias.device)[:, None] + self.q_bias[None, :])
+
     def forward(self, prompts: Sequence[Sequence[int]], actions: Sequence[Sequence[int]]
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q [B, 2] of each action, V [B, 2] of its state) in one pass over prompt + action."""
@@ -93,7 +97,7 @@ class LikelihoodCritic(nn.Module):
         mask = batch.completion_mask.to(dev).bool()
         logps = torch.where(mask, token_logprobs(out.logits[:, :-1], batch.input_ids[:, -k:].to(dev)),
                             torch.zeros((), device=dev))
-        q = torch.sigmoid(self.beta * logps.sum(dim=1)[:, None] + self.q_bias[None, :])
+        q = self.q_values(logps.sum(dim=1))
         width = batch.input_ids.shape[1]
         at = torch.tensor([width - len(a) - 1 for a in actions], device=dev)
         return q, self._values(out.hidden_states[-1][torch.arange(len(actions), device=dev), at])

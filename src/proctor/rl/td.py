@@ -93,6 +93,18 @@ def archer_advantage(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return q.min(dim=-1).values - v.min(dim=-1).values
 
 
+def expected_value(q: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """V^π(s) = Σ_a π(a|s)·Q(s, a), [B] from `q` and `probs` [B, M] (M actions per state, padded rows with
+    probability 0). The baseline of the expected-value / mean actor-critic form (Sutton et al. 2000; Allen et al.
+    2017, arXiv 1709.00503): where π's support is a listed set of actions it replaces ArCHer's learned V."""
+    if q.shape != probs.shape or q.dim() != 2:
+        raise ValueError(f"q and probs must both be [B, M], got {tuple(q.shape)} and {tuple(probs.shape)}")
+    if (probs < 0).any() or not torch.allclose(probs.sum(-1), torch.ones(probs.shape[0], dtype=probs.dtype),
+                                               atol=1e-4):
+        raise ValueError(f"each row of probs must be a distribution, got sums {probs.sum(-1).tolist()}")
+    return (probs * q).sum(dim=-1)
+
+
 def chai_select(q: torch.Tensor, logprobs: torch.Tensor | None = None, alpha: float = 0.0) -> torch.Tensor:
     """Index of the action to take per state, [B]: argmax_k Q(s, a_k) + α·log π(a_k|s) over `q` [B, K]
     (`logprobs` [B, K], the sampled actions' sequence log-probs; needed when α ≠ 0). Ties go to the first."""
