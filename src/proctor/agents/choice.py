@@ -30,6 +30,7 @@ import torch
 from proctor.agents.base import Agent, Candidate, Prefix
 from proctor.agents.generation_utils import eos_token_ids
 from proctor.agents.prefix_cache import reusable_cache
+from proctor.models.kv_cache import cache_kwargs, output_cache
 from proctor.prompts.render import PromptConfig, format_action, render_messages, render_prompt
 from proctor.seeding import stable_seed
 
@@ -198,11 +199,11 @@ class ChoiceAgent(Agent):
         out = self.model(input_ids=p_ids.to(device), attention_mask=p_mask.to(device), position_ids=p_pos.to(device),
                          use_cache=True, logits_to_keep=1)
         first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [P, V]: the reply's first token
-        self._reuse_kv = reusable_cache(out.past_key_values)
+        self._reuse_kv = reusable_cache(output_cache(out))
         if not self._reuse_kv:
             return self._full_rows(prompts, replies)
         index = torch.tensor([i for i, _ in replies], device=device)
-        cache = out.past_key_values
+        cache = output_cache(out)
         cache.reorder_cache(index)
         k = max(len(r) for _, r in replies)
         r_ids = torch.full((len(replies), k), self.pad_id, dtype=torch.long)
@@ -214,7 +215,7 @@ class ChoiceAgent(Agent):
         r_pos = lengths[:, None] + torch.arange(k)[None, :]
         attn = torch.cat([p_mask[index.cpu()], r_mask], dim=1)
         logits = self.model(input_ids=r_ids.to(device), attention_mask=attn.to(device), position_ids=r_pos.to(device),
-                            past_key_values=cache, use_cache=False).logits.float()
+                            use_cache=False, **cache_kwargs(cache)).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1)  # position j predicts reply token j+1
         rest = logp.gather(-1, r_ids[:, 1:].unsqueeze(-1).to(device)).squeeze(-1).cpu() if k > 1 else None
         heads = first[index].gather(-1, r_ids[:, :1].to(device)).squeeze(-1).cpu()

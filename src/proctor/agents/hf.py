@@ -26,6 +26,7 @@ from typing import Any
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.agents.generation_utils import cut_at_stop, eos_token_ids, generation_end, sampled_logprobs
 from proctor.agents.prefix_cache import PrefixCache, reusable_cache
+from proctor.models.kv_cache import cache_kwargs, output_cache
 from proctor.prompts.render import PromptConfig, parse_output, render_prompt
 from proctor.seeding import stable_seed
 
@@ -152,7 +153,7 @@ class HFAgent(Agent):
             with torch.random.fork_rng(devices=devices), torch.inference_mode():
                 torch.manual_seed(batch_seed)
                 out = self.model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                          past_key_values=past, generation_config=self.generation_config(),
+                                          generation_config=self.generation_config(), **cache_kwargs(past),
                                           tokenizer=self.tokenizer)
         except torch.OutOfMemoryError as e:
             raise AgentError(f"{self.name}: out of memory generating for {len(rows)} rows of up to "
@@ -179,9 +180,9 @@ class HFAgent(Agent):
         of several samples of one prefix, the first one's."""
         if self.prefix_cache is None:
             return
-        if not reusable_cache(out.past_key_values):
+        if not reusable_cache(output_cache(out)):
             log.warning("%s: the model's KV cache (%s) cannot be reused across calls; prefix caching is off",
-                        self.name, type(out.past_key_values).__name__)
+                        self.name, type(output_cache(out)).__name__)
             self.prefix_cache = None
             return
         width = max(len(ids) for ids in rows)
@@ -191,7 +192,7 @@ class HFAgent(Agent):
             if episode not in kept:
                 kept.add(episode)
                 pad = width - len(ids)
-                self.prefix_cache.store(episode, sequences[b][pad:], out.past_key_values, b, pad)
+                self.prefix_cache.store(episode, sequences[b][pad:], output_cache(out), b, pad)
 
 
 def _episode_key(prefix: Prefix) -> tuple:

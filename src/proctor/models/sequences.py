@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from proctor.models.kv_cache import cache_kwargs, output_cache
+
 
 @dataclass
 class CompletionBatch:
@@ -124,7 +126,7 @@ def shared_prompt_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[in
     ids, attn, positions = left_pad(prompts, pad_id)
     out = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), position_ids=positions.to(dev), use_cache=True,
                 logits_to_keep=1)
-    cache = out.past_key_values
+    cache = output_cache(out)
     cache.batch_repeat_interleave(n)
     k = max(len(c) for c in rows)
     cids = torch.full((len(rows), k), pad_id, dtype=torch.long)
@@ -135,7 +137,7 @@ def shared_prompt_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[in
     full_mask = torch.cat([attn.repeat_interleave(n, dim=0), cmask], dim=1)
     cpos = attn.sum(dim=1).repeat_interleave(n)[:, None] + torch.arange(k)[None, :]
     out2 = model(input_ids=cids.to(dev), attention_mask=full_mask.to(dev), position_ids=cpos.to(dev),
-                 past_key_values=cache, use_cache=True)
+                 use_cache=True, **cache_kwargs(cache))
     logits = torch.cat([out.logits[:, -1:].repeat_interleave(n, dim=0), out2.logits[:, :-1]], dim=1)
     cids, cmask = cids.to(dev), cmask.to(dev)
     logps = torch.where(cmask.bool(), token_logprobs(logits, cids), torch.zeros((), device=dev))

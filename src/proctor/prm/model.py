@@ -20,6 +20,7 @@ from torch import nn
 from transformers.utils import logging as hf_logging
 
 from proctor.models import add_step_marker, load_tokenizer
+from proctor.models.kv_cache import cache_kwargs, output_cache
 from proctor.models.loading import resolve_dtype
 from proctor.prm.data import StepwiseExample
 from proctor.prm.heads import (
@@ -209,12 +210,12 @@ class ProcessRewardModel(nn.Module):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
             use_cache=use_cache,
+            **cache_kwargs(past_key_values),
         )
         raw = head_module(hf, self.spec.head)(out.last_hidden_state)
         logits = token_logits(self.spec.head, raw, self.reward_token_ids)
-        return PRMOutput(logits=logits, past_key_values=out.past_key_values if use_cache else None)
+        return PRMOutput(logits=logits, past_key_values=output_cache(out) if use_cache else None)
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Per-token step scores from `forward`'s logits (heads.scores_from_logits)."""
