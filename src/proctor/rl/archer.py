@@ -141,8 +141,8 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
             rows = buffer.take(slots)
             samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
             drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size)
-            baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature)
-                        if cfg.baseline == "expected" else None)
+            baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature,
+                                           progress=cfg.progress) if cfg.baseline == "expected" else None)
             actor_log = update_actor(cfg, k, policy, critic, opt_policy, samples, pad, baseline, reference is not None)
             current = str(save_policy(policy, tokenizer, folder / "policy"))
         clock["actor"] = time.monotonic()

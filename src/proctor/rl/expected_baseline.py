@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
+from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.replay import Transition
@@ -30,7 +31,7 @@ from proctor.trajectory import Trajectory
 @torch.no_grad()
 def expected_baselines(policy: torch.nn.Module, critic: LikelihoodCritic, tokenizer: Any,
                        trajs: Sequence[Trajectory], rows: Sequence[Transition], prompt: PromptConfig,
-                       temperature: float, states_per_pass: int = 16) -> list[float]:
+                       temperature: float, states_per_pass: int = 16, progress: bool = True) -> list[float]:
     """V^π(s) of every row's state (module docstring); π is `policy` as the choice agent at `temperature`.
     A state without an admissible list is an error naming its trajectory and step."""
     by_id = {t.id: t for t in trajs}
@@ -44,10 +45,13 @@ def expected_baselines(policy: torch.nn.Module, critic: LikelihoodCritic, tokeni
     acting = ChoiceAgent(policy, tokenizer, prompt=prompt, temperature=temperature, seed=None)
     scoring = ChoiceAgent(critic.lm, critic.tokenizer, prompt=prompt, seed=None)
     out: list[float] = []
-    for start in range(0, len(prefixes), states_per_pass):
-        chunk = prefixes[start:start + states_per_pass]
-        for by_policy, by_critic in zip(acting.score(chunk), scoring.score(chunk), strict=True):
-            probs = choice_probabilities([c.meta["choice_logprob"] for c in by_policy], temperature)
-            q = min_heads(critic.q_values(torch.tensor([c.meta["choice_logprob"] for c in by_critic])))[:, 0]
-            out.append(float(expected_value(q[None].double().cpu(), torch.tensor([probs], dtype=torch.float64))[0]))
+    with StageProgress("archer baseline", total=len(prefixes), unit="states", enabled=progress) as bar:
+        for start in range(0, len(prefixes), states_per_pass):
+            chunk = prefixes[start:start + states_per_pass]
+            for by_policy, by_critic in zip(acting.score(chunk), scoring.score(chunk), strict=True):
+                probs = choice_probabilities([c.meta["choice_logprob"] for c in by_policy], temperature)
+                q = min_heads(critic.q_values(torch.tensor([c.meta["choice_logprob"] for c in by_critic])))[:, 0]
+                out.append(float(expected_value(q[None].double().cpu(),
+                                                torch.tensor([probs], dtype=torch.float64))[0]))
+            bar.advance(len(chunk))
     return out
