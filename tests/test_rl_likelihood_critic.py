@@ -155,3 +155,15 @@ def test_archer_with_the_expected_baseline_and_a_kl_penalty(tiny_model_dir, tmp_
         ArCHerConfig(**{**cfg.model_dump(), "critic_kind": "head", "critic": None})
     with pytest.raises(ValueError, match="got likelihood and hf"):
         ArCHerConfig(**{**cfg.model_dump(), "agent": {"kind": "hf"}})
+
+
+def test_archer_actor_with_ppo_clipping_starts_at_ratio_one_and_clips_once_it_moves(tiny_model_dir, tmp_path):
+    cfg = ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
+                       env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
+                       agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=1,
+                       critic_updates=1, critic_batch_size=4, minibatch_size=4, actor_epochs=3,
+                       critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
+                       learning_rate=5e-2, whiten_advantages=True, actor_loss="ppo-clip", clip=0.1, progress=False)
+    log = train_archer(cfg).iterations[0]["train"]["log"]
+    assert log[0]["ratio"] == pytest.approx(1.0, abs=1e-5) and log[0]["clipfrac"] == 0.0
+    assert max(s["clipfrac"] for s in log) > 0  # later steps leave the trust region and are clipped

@@ -18,6 +18,8 @@ One iteration k = 1..K:
    seq-mean-token-sum; `logprob_drift` compares the sampling log-probs). `baseline: expected` replaces the
    learned V by V^π(s) = Σ_a π(a|s)·min(Q₁, Q₂)(s, a) over the admissible actions (`proctor.rl.expected_baseline`);
    `kl_coef` adds kl_coef·KL(π‖π₀) per token to the starting policy (estimator `kl_estimator`, as GRPO's);
+   `actor_loss: ppo-clip` replaces −A·log π by PPO's clipped surrogate against the sampling policy (a trust
+   region per iteration; ArCHer's actor is the plain policy gradient);
 5. the iterate is saved: `iter-k/policy` (when the actor trained), `iter-k/critic`, `iter-k/metrics.json`.
 """
 
@@ -43,7 +45,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, pg_loss
+from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, pg_loss, ppo_clip_loss
 from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
 from proctor.rl.replay import ReplayBuffer, transitions
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned
@@ -85,6 +87,9 @@ class ArCHerConfig(OnlineConfig):
         "over the admissible actions (needs critic_kind: likelihood and the choice agent)")
     kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π₀) per token to the starting policy")
     kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    actor_loss: Literal["pg", "ppo-clip"] = Field(
+        default="pg", description="pg: −A·log π (ArCHer); ppo-clip: PPO's clipped ratio to the sampling policy")
+    clip: float = Field(default=0.2, gt=0, description="ppo-clip: ε, the ratio is clipped to [1 − ε, 1 + ε]")
     # acting
     candidates: int = Field(default=1, ge=1, description="K > 1: act with the best of K samples by the critic")
     logprob_weight: float = Field(default=0.0, description="α: the critic's choice maximises Q + α·log π")
@@ -232,7 +237,11 @@ def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Cri
                 logps, mask = completion_logprobs(policy, [(rows[i].prompt_ids, rows[i].completion_ids) for i in idx],
                                                   pad_id)
                 a = torch.tensor([adv[i] for i in idx], device=logps.device)[:, None].expand_as(logps)
-                loss, stats = pg_loss(logps, a, mask, cfg.aggregation)
+                if cfg.actor_loss == "ppo-clip":
+                    old = right_aligned([rows[i].old_logprobs for i in idx], mask.shape[1], logps.device)
+                    loss, stats = ppo_clip_loss(logps, old, a, mask, cfg.clip, cfg.clip, cfg.aggregation)
+                else:
+                    loss, stats = pg_loss(logps, a, mask, cfg.aggregation)
                 if with_kl:
                     ref = right_aligned([rows[i].ref_logprobs for i in idx], mask.shape[1], logps.device)
                     kl = aggregate(KL_PENALTIES.get(cfg.kl_estimator)(logps, ref), mask, cfg.aggregation)
