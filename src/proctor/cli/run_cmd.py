@@ -16,7 +16,7 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
     if stage == "eval":
         lo, hi = record.get("success_ci95", [0, 0])
         console.print(f"[bold]eval[/] iteration {record['iteration']}  {record['policy']:<28} success "
-                      f"{record.get('success_rate', 0):6.1%} [{lo:.2f}, {hi:.2f}]  mean steps "
+                      f"{record.get('success_rate', 0):6.1%} [{lo:.1%}, {hi:.1%}]  mean steps "
                       f"{record.get('mean_steps', 0):.1f}  ({record['dir']})", highlight=False)
     elif stage == "monitor":
         console.print(f"[bold]monitor[/] iteration {record['iteration']}  success {record['success_rate']:.1%}  PRM "
