@@ -115,3 +115,16 @@ def test_readme_archer_yaml_is_a_valid_config():
     assert block, "README: the archer.yaml example is gone"
     cfg = ArCHerConfig.model_validate(yaml.safe_load(block.group(1)))
     assert cfg.agent.model == cfg.policy and cfg.warmup_iterations == 2
+
+
+def test_readme_archer_q0_yaml_is_a_valid_config_with_the_measured_options():
+    import re
+    from pathlib import Path
+
+    from proctor.rl.archer import ArCHerConfig
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```yaml\n(# archer-q0\.yaml.*?)```", text, re.DOTALL)
+    assert block, "README: the archer-q0.yaml example is gone"
+    cfg = ArCHerConfig.model_validate(yaml.safe_load(block.group(1)))
+    assert (cfg.baseline, cfg.actor_loss, cfg.actor_epochs, cfg.critic_kind) == ("expected", "ppo-clip", 3, "likelihood")
