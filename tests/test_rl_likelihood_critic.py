@@ -34,6 +34,16 @@ def _prm_folder(tiny_model_dir, tmp_path, beta=2.0, bias=-1.0):
     return folder
 
 
+def _household_archer(tiny_model_dir, tmp_path, **fields) -> ArCHerConfig:
+    """ArCHer on 2 `household` tasks × 2 episodes of 3 steps, the choice policy, the likelihood critic from a PRM
+    folder; `fields` set the rest."""
+    return ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
+                        env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
+                        agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, critic_kind="likelihood",
+                        critic=str(_prm_folder(tiny_model_dir, tmp_path)), critic_batch_size=4, progress=False,
+                        **fields)
+
+
 def _t(i: int, reward: float, terminated: bool) -> Transition:
     return Transition([1, 2, i], [5, i], [-0.5, -0.25], reward, terminated, not terminated, [1, 2, i, 3])
 
@@ -84,13 +94,9 @@ def test_td_loss_falls_and_targets_outside_the_range_are_refused(tiny_model_dir)
 
 
 def test_archer_with_the_likelihood_critic_end_to_end_on_household(tiny_model_dir, tmp_path):
-    cfg = ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
-                       env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
-                       agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=2,
-                       warmup_iterations=1, critic_updates=4, critic_batch_size=4, minibatch_size=8,
-                       critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
-                       learning_rate=1e-3, critic_learning_rate=1e-4, critic_head_learning_rate=1e-2,
-                       whiten_advantages=True, progress=False)
+    cfg = _household_archer(tiny_model_dir, tmp_path, iterations=2, warmup_iterations=1, critic_updates=4,
+                            minibatch_size=8, learning_rate=1e-3, critic_learning_rate=1e-4,
+                            critic_head_learning_rate=1e-2, whiten_advantages=True)
     result = train_archer(cfg)
     first, second = result.iterations
     assert first["train"]["steps"] == 0 and second["train"]["steps"] > 0
@@ -141,13 +147,9 @@ def test_expected_baseline_is_the_policys_average_of_q_over_the_admissible_actio
 
 
 def test_archer_with_the_expected_baseline_and_a_kl_penalty(tiny_model_dir, tmp_path):
-    cfg = ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
-                       env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
-                       agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=2,
-                       warmup_iterations=1, critic_updates=2, critic_batch_size=4, minibatch_size=4,
-                       critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
-                       learning_rate=1e-2, critic_learning_rate=1e-4, baseline="expected", kl_coef=0.5,
-                       progress=False)
+    cfg = _household_archer(tiny_model_dir, tmp_path, iterations=2, warmup_iterations=1, critic_updates=2,
+                            minibatch_size=4, learning_rate=1e-2, critic_learning_rate=1e-4, baseline="expected",
+                            kl_coef=0.5)
     log = train_archer(cfg).iterations[1]["train"]["log"]
     assert log[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the first step starts at π₀ (the warm-up left it there)
     assert max(s["kl"] for s in log) > 1e-4  # then moves away, and pays for it
@@ -158,12 +160,9 @@ def test_archer_with_the_expected_baseline_and_a_kl_penalty(tiny_model_dir, tmp_
 
 
 def test_archer_actor_with_ppo_clipping_starts_at_ratio_one_and_clips_once_it_moves(tiny_model_dir, tmp_path):
-    cfg = ArCHerConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="household",
-                       env_kwargs={"preset": "small", "max_steps": 3}, tasks=2, rollouts_per_task=2,
-                       agent={"kind": "choice", "temperature": 1.0, "prompt": PROMPT}, iterations=1,
-                       critic_updates=1, critic_batch_size=4, minibatch_size=4, actor_epochs=3,
-                       critic_kind="likelihood", critic=str(_prm_folder(tiny_model_dir, tmp_path)),
-                       learning_rate=5e-2, whiten_advantages=True, actor_loss="ppo-clip", clip=0.1, progress=False)
+    cfg = _household_archer(tiny_model_dir, tmp_path, iterations=1, critic_updates=1, minibatch_size=4,
+                            actor_epochs=3, learning_rate=5e-2, whiten_advantages=True, actor_loss="ppo-clip",
+                            clip=0.1)
     log = train_archer(cfg).iterations[0]["train"]["log"]
     assert log[0]["ratio"] == pytest.approx(1.0, abs=1e-5) and log[0]["clipfrac"] == 0.0
     assert max(s["clipfrac"] for s in log) > 0  # later steps leave the trust region and are clipped
