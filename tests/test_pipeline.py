@@ -149,3 +149,26 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
         cfg["prm"] = {"kind": "likelihood", key: "x"}
         with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):
             PipelineConfig.model_validate(cfg)
+
+
+def test_the_manifest_records_the_environment_and_a_resume_elsewhere_is_named(tmp_path, caplog):
+    import logging
+
+    import torch
+
+    from proctor.pipeline.manifest import Manifest, environment_changes
+
+    first = Manifest(tmp_path, {"a": 1}, seed=0)
+    env = first.data["environment"]
+    assert env["packages"]["torch"].startswith(torch.__version__.split("+")[0])
+    assert env["torch_threads"] == torch.get_num_threads() and env["python"].count(".") == 2
+    data = json.loads(first.path.read_text())
+    data["environment"] = {**env, "packages": {**env["packages"], "transformers": "5.0.0"}, "torch_threads": 99}
+    first.path.write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING, logger="proctor.pipeline.manifest"):
+        Manifest(tmp_path, {"a": 1}, seed=0)
+    message = caplog.records[-1].getMessage()
+    assert "resuming in another environment" in message
+    assert f"torch_threads: 99 → {torch.get_num_threads()}" in message
+    assert f"transformers: 5.0.0 → {env['packages']['transformers']}" in message
+    assert environment_changes(env, env) == []

@@ -3,12 +3,18 @@
 Every stage that finishes is recorded with its iteration, its inputs and outputs (paths relative to the run
 directory), its config, the run's seed, the git revision of the code and its wall time; a re-run skips the
 stages recorded as done (and whose outputs still exist), so an interrupted run resumes at the stage it was in.
+The run also records its `environment`: the Python, the versions of the packages that change the numbers, and
+torch's thread count. The same seed trains other models when any of them differ (README, the quickstart), so a
+resume in another environment is logged as a warning naming what differs.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import logging
 import os
+import platform
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,6 +24,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 MANIFEST = "manifest.json"
+#: the packages whose versions change a run's numbers
+RECORDED_PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "peft", "datasets", "numpy")
+
+log = logging.getLogger(__name__)
 
 
 def git_revision() -> str | None:
@@ -28,6 +38,29 @@ def git_revision() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def environment() -> dict[str, Any]:
+    """The Python version, the installed versions of `RECORDED_PACKAGES` (None: not installed) and torch's
+    thread count."""
+    import torch
+
+    versions: dict[str, str | None] = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"python": platform.python_version(), "packages": versions, "torch_threads": torch.get_num_threads()}
+
+
+def environment_changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """"name: recorded → now" for every entry of the environment that differs (packages one by one)."""
+    def flat(env: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: v for k, v in env.items() if k != "packages"}, **env.get("packages", {})}
+
+    old, new = flat(recorded), flat(now)
+    return [f"{k}: {old.get(k)} → {new.get(k)}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
 class Manifest:
@@ -41,10 +74,16 @@ class Manifest:
             if self.data.get("config") != config:
                 raise ValueError(f"{self.path}: the run in this directory has another config; resume it with the "
                                  "same config, or choose a new output directory")
+            recorded = self.data.get("environment")  # runs from before this record have none
+            changes = environment_changes(recorded, environment()) if recorded else []
+            if changes:
+                log.warning("%s: resuming in another environment than the run started in (%s); stages run from "
+                            "here on may give other numbers than the same seed did there", self.path,
+                            "; ".join(changes))
         else:
             self.data = {"format": "proctor.pipeline", "version": 1, "config": config, "seed": seed,
-                         "git_revision": git_revision(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                         "stages": {}}
+                         "git_revision": git_revision(), "environment": environment(),
+                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": {}}
             self._write()
 
     def _write(self) -> None:
