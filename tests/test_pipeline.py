@@ -172,3 +172,23 @@ def test_the_manifest_records_the_environment_and_a_resume_elsewhere_is_named(tm
     assert f"torch_threads: 99 → {torch.get_num_threads()}" in message
     assert f"transformers: 5.0.0 → {env['packages']['transformers']}" in message
     assert environment_changes(env, env) == []
+
+
+def test_a_prm_that_prefers_nothing_skips_dpo_and_says_so(tmp_path, caplog):
+    """No pair has a PRM score gap above the margin: π1 is π0, the manifest and the log say why."""
+    import logging
+
+    from safetensors.torch import load_file
+
+    cfg = toy_config(tmp_path / "run")
+    cfg["improve"]["margin"] = 1.0  # scores lie in [0, 1]: no gap exceeds it
+    cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:1]
+    cfg["monitor"] = None
+    with caplog.at_level(logging.WARNING, logger="proctor.pipeline.run"):
+        run_pipeline(PipelineConfig.model_validate(cfg))
+    rec = json.loads((tmp_path / "run/manifest.json").read_text())["stages"]["iter-0/improve"]
+    assert rec["result"]["skipped"].startswith("iteration 1: no preference pairs from")
+    assert any("online DPO skipped, π_1 = π_0" in r.getMessage() for r in caplog.records)
+    before = load_file(tmp_path / "run/iter-0/policy/model.safetensors")
+    after = load_file(tmp_path / "run/iter-1/policy/model.safetensors")
+    assert before.keys() == after.keys() and all((before[k] == after[k]).all() for k in before)

@@ -23,6 +23,9 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
                       f"score of its actions {record['prm_mean_relabelled']:.3f}, MC re-label "
                       f"{record['mc_q_mean']:.3f} ({record['relabelled']} pairs): drift {record['drift']:+.3f}",
                       highlight=False)
+    elif stage == "improve" and "skipped" in record.get("result", {}):
+        console.print(f"[bold yellow]improve[/] iteration {record['iteration']} skipped, the next policy is this one: "
+                      f"{record['result']['skipped']}", highlight=False)
     else:
         console.print(f"[bold]{stage}[/] done in {record.get('seconds', 0):.1f} s", highlight=False)
 

@@ -245,7 +245,7 @@ class Pipeline:
         return row
 
     def improve(self, k: int, policy: Path, prm: Path) -> Path:
-        from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+        from proctor.rl.online_dpo import NoPreferencePairs, OnlineDPOConfig, train_online_dpo
 
         work = self.out / f"iter-{k}" / "improve"
         nxt = self.out / f"iter-{k + 1}" / "policy"
@@ -256,8 +256,13 @@ class Pipeline:
         def train() -> dict[str, Any]:
             if work.exists():  # an interrupted attempt: start the stage over
                 shutil.rmtree(work)
-            result = train_online_dpo(dcfg)
             nxt.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                result = train_online_dpo(dcfg)
+            except NoPreferencePairs as e:  # the PRM prefers nothing: π_{k+1} is π_k, and the record says so
+                log.warning("iteration %d: online DPO skipped, π_%d = π_%d: %s", k, k + 1, k, e)
+                shutil.copytree(policy, nxt, dirs_exist_ok=True)
+                return {"skipped": str(e)}
             shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
             return {"iterations": result.iterations}
 

@@ -107,6 +107,10 @@ class OnlineDPOConfig(OnPolicyConfig):
         return self.loss == "ipo" if self.average_logprobs is None else self.average_logprobs
 
 
+class NoPreferencePairs(ValueError):
+    """Every state of an iteration was a tie: the PRM did not prefer any of the policy's actions to another."""
+
+
 @dataclass
 class OnlineDPOResult:
     policy_dir: Path
@@ -136,7 +140,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
         clock["pairs"] = time.monotonic()
         sampler.close()
         if not pairs:
-            raise ValueError(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
+            raise NoPreferencePairs(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
                                "a tie: the policy proposed actions scored within `margin`); raise n_actions or the "
                                "agent's temperature")
         # 5. reference = this iteration's starting weights (the previous iterate), frozen
