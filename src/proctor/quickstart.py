@@ -78,7 +78,7 @@ def _household() -> dict[str, Any]:
            "learning_rate": 1e-3}
     improve = {"tasks": 24, "n_actions": 8, "beta": 0.5, "learning_rate": 5e-5, "batch_size": 8, "epochs": 2}
     return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,
-                   sft_steps=1200, rollout_tasks=100, prm=prm, improve=improve, eval_tasks=100, beam_tasks=40, n=8)
+                   sft_steps=1200, rollout_tasks=100, prm=prm, improve=improve, eval_tasks=200, beam_tasks=40, n=8)
 
 
 def _generating(env: str, expert: str, max_steps: int, history: int | None) -> dict[str, Any]:
