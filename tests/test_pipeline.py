@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from proctor.pipeline import PipelineConfig, run_pipeline
-from proctor.pipeline.run import anchor_store
+from proctor.pipeline.run import loop_store
 
 PROMPT = {"history": 2, "memory": True}
 
@@ -52,6 +52,11 @@ def test_the_loop_runs_records_lineage_resumes_and_reports(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["stages"]["iter-0/prm"]["inputs"] == ["iter-0/policy", "iter-0/targets/trajectories"]
     assert manifest["stages"]["iter-0/improve"]["outputs"] == ["iter-1/policy/config.json"]
+    # each stage's config is recorded whole: the agent's own fields, not only those of the base agent config
+    policy_eval = manifest["stages"]["iter-1/eval/policy"]["config"]["agent"]
+    assert policy_eval["model"] == str(out / "iter-1" / "policy") and policy_eval["temperature"] == 1.0
+    assert manifest["stages"]["iter-0/eval/best-of-2"]["config"]["agent"]["base"]["prompt"]["history"] == 2
+    assert manifest["stages"]["iter-0/improve"]["config"]["agent"]["temperature"] == 4.0
     assert (out / "iter-1" / "policy" / "model.safetensors").exists()
     assert seen[:3] == ["model", "demos", "sft"] and "improve" in seen
     # the reward-hacking monitor: success, the PRM's score of the policy's actions, their MC re-labels
@@ -117,6 +122,7 @@ def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_
 def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg = toy_config(tmp_path / "run")
     cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4, "anchor": "$demos", "anchor_weight": 1.0}
+    cfg["improve"] |= {"states_from": "$rollouts", "max_states": 6}  # DPO's states: π0's rollouts for Q0
     cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:2]
     summary = run_pipeline(PipelineConfig.model_validate(cfg))
     assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"] * 2
@@ -126,7 +132,10 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     assert prm["outputs"] == ["iter-0/prm/likelihood_prm.json"] and prm["result"]["examples"] > 0
     assert prm["config"]["prompt"]["history"] == 2 and prm["config"]["policy"].endswith("iter-0/policy")
     assert prm["config"]["anchor"] == str(tmp_path / "run" / "demos")  # `$demos`: the loop's demonstrations
-    assert stages["iter-0/improve"]["result"]["iterations"][0]["pairs"] > 0  # online DPO scored by it
+    improve = stages["iter-0/improve"]
+    assert improve["result"]["iterations"][0]["pairs"] > 0  # online DPO scored by it
+    assert improve["result"]["iterations"][0]["states_from"] == str(tmp_path / "run" / "iter-0" / "rollouts")
+    assert improve["result"]["iterations"][0]["states"] == 6 and "iter-0/rollouts" in improve["inputs"]
     cfg = toy_config(tmp_path / "run2")
     cfg["prm"] = {"kind": "likelihood"}
     cfg["prm_candidates"] = {"candidates": {"expert": True, "random": 1}}
@@ -143,12 +152,20 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg["prm"] = {"kind": "likelihood", "anchor": "$rollouts", "anchor_weight": 1.0, "anchor_expert": "search"}
     assert PipelineConfig.model_validate(cfg).prm["anchor"] == "$rollouts"
     demos, rollouts = Path("run/demos"), Path("run/iter-0/targets/trajectories")
-    assert [anchor_store(a, demos, rollouts) for a in ("$demos", "$rollouts", "data/x")] == \
+    assert [loop_store(a, demos, rollouts) for a in ("$demos", "$rollouts", "data/x")] == \
         [str(demos), str(rollouts), "data/x"]
     for key in ("output_dir", "training"):
         cfg["prm"] = {"kind": "likelihood", key: "x"}
         with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):
             PipelineConfig.model_validate(cfg)
+    cfg["prm"] = {"kind": "likelihood"}
+    for key in ("prm", "n_action"):  # the loop's own field, and a typo: refused before any stage runs
+        cfg["improve"] = {key: "x"}
+        with pytest.raises(ValueError, match=f"improve.{key}: not a field of online DPO here"):
+            PipelineConfig.model_validate(cfg)
+    cfg["improve"] = {"states_from": "$rollout"}
+    with pytest.raises(ValueError, match=r"improve.states_from: '\$rollout' is neither `\$rollouts`"):
+        PipelineConfig.model_validate(cfg)
 
 
 def test_the_manifest_records_the_environment_and_a_resume_elsewhere_is_named(tmp_path, caplog):

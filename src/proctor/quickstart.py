@@ -76,7 +76,8 @@ def _household() -> dict[str, Any]:
     (README, "What the quickstart does")."""
     prm = {"kind": "likelihood", "anchor": "$demos", "anchor_weight": 1.0, "steps": 600, "batch_size": 16,
            "learning_rate": 1e-3}
-    improve = {"tasks": 24, "n_actions": 8, "beta": 0.5, "learning_rate": 5e-5, "batch_size": 8, "epochs": 2}
+    improve = {"states_from": "$rollouts", "max_states": 700, "n_actions": 8, "beta": 0.5, "learning_rate": 5e-5,
+               "batch_size": 8, "epochs": 2}
     return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,
                    sft_steps=1200, rollout_tasks=100, prm=prm, improve=improve, eval_tasks=200, beam_tasks=40, n=8)
 
@@ -138,6 +139,7 @@ def _scaled(data: dict[str, Any], scale: float) -> dict[str, Any]:
     for name in ("demos", "rollout", "improve", "evaluate"):
         down(data[name], "tasks")
     down(data["monitor"], "states")
+    down(data["improve"], "max_states")
     data["improve"]["margin"] = 0.0  # a barely trained PRM scores the candidates within any margin
     down(data["sft"], "steps")
     down(data["prm"], "steps")  # the likelihood PRM

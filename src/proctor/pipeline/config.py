@@ -119,7 +119,8 @@ class PipelineConfig(_Section):
                                 "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: "
                                 "$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts)")
     improve: dict[str, Any] = Field(default_factory=dict,
-                                    description="OnlineDPOConfig fields (not policy/prm/output_dir/env)")
+                                    description="OnlineDPOConfig fields (not policy/prm/output_dir/env); "
+                                    "`states_from: $rollouts` takes DPO's states from the iteration's rollouts")
     evaluate: EvalSection
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
@@ -144,6 +145,21 @@ class PipelineConfig(_Section):
             if anchor not in (None, "$demos", "$rollouts") and not (Path(anchor) / "manifest.json").is_file():
                 raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations), "
                                  "`$rollouts` (the iteration's rollouts) nor a trajectory store (no manifest.json)")
+        return self
+
+    @model_validator(mode="after")
+    def _improve_fields(self) -> PipelineConfig:
+        from proctor.rl.online_dpo import OnlineDPOConfig
+
+        allowed = set(OnlineDPOConfig.model_fields) - {"policy", "prm", "output_dir", "env", "env_kwargs"}
+        bad = sorted(set(self.improve) - allowed)
+        if bad:
+            raise ValueError(f"improve.{bad[0]}: not a field of online DPO here (the loop sets policy, prm, "
+                             f"output_dir and env); fields: {', '.join(sorted(allowed))}")
+        states = self.improve.get("states_from")
+        if states not in (None, "$rollouts") and not (Path(states) / "manifest.json").is_file():
+            raise ValueError(f"improve.states_from: {states!r} is neither `$rollouts` (the iteration's rollouts) "
+                             "nor a trajectory store (no manifest.json)")
         return self
 
     @model_validator(mode="after")

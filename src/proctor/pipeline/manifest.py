@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 T = TypeVar("T")
 
 MANIFEST = "manifest.json"
@@ -106,16 +108,21 @@ class Manifest:
             return None
         return rec
 
-    def stage(self, key: str, *, iteration: int, inputs: list[Path], outputs: list[Path], config: Any,
-              run: Callable[[], T], result: Callable[[T], dict[str, Any]] = lambda _: {}) -> dict[str, Any]:
-        """Run stage `key` unless it is done; returns its record (with `result`'s summary of what it made)."""
+    def stage(self, key: str, *, iteration: int, inputs: list[Path], outputs: list[Path],
+              config: BaseModel | dict[str, Any], run: Callable[[], T],
+              result: Callable[[T], dict[str, Any]] = lambda _: {}) -> dict[str, Any]:
+        """Run stage `key` unless it is done; returns its record (with `result`'s summary of what it made). A
+        pydantic `config` is recorded with every field of its nested configs (an agent config's own fields, not
+        only those of the base class it is declared as)."""
         rec = self.done(key)
         if rec is not None:
             return rec
         start = time.perf_counter()
         value = run()
         rec = {"iteration": iteration, "inputs": [self.rel(p) for p in inputs],
-               "outputs": [self.rel(p) for p in outputs], "config": config,
+               "outputs": [self.rel(p) for p in outputs],
+               "config": config.model_dump(mode="json", serialize_as_any=True) if isinstance(config, BaseModel)
+               else config,
                "seconds": round(time.perf_counter() - start, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                "result": result(value)}
         self.data["stages"][key] = rec

@@ -50,10 +50,11 @@ def fill(value: Any, policy: Path, prm: Path | None) -> Any:
     return value
 
 
-def anchor_store(anchor: str, demos: Path, rollouts: Path) -> str:
-    """A likelihood PRM's `anchor` in a loop: `$demos` is the loop's demonstrations, `$rollouts` the iteration's
-    labelled rollouts (the policy's own states: with `anchor_expert`, DAgger's relabelling), else a store path."""
-    return {"$demos": str(demos), "$rollouts": str(rollouts)}.get(anchor, anchor)
+def loop_store(name: str, demos: Path, rollouts: Path) -> str:
+    """A trajectory store named in the loop's config (a likelihood PRM's `anchor`, online DPO's `states_from`):
+    `$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts of π_k (its own states: as the
+    PRM's anchor with `anchor_expert`, DAgger's relabelling), else a store path."""
+    return {"$demos": str(demos), "$rollouts": str(rollouts)}.get(name, name)
 
 
 class Pipeline:
@@ -92,7 +93,7 @@ class Pipeline:
                              split=section.split, tasks=section.tasks, samples=section.samples,
                              batch=section.batch, seed=self.cfg.seed)
         rec = self.manifest.stage(key, iteration=iteration, inputs=inputs, outputs=[out / "manifest.json"],
-                                  config=rcfg.model_dump(mode="json"), run=lambda: run_rollout(rcfg),
+                                  config=rcfg, run=lambda: run_rollout(rcfg),
                                   result=lambda r: r.summary.to_dict())
         self.report(key, rec)
         return rec
@@ -103,7 +104,7 @@ class Pipeline:
         scfg = SFTConfig(**{"seed": self.cfg.seed, **self.cfg.sft, "model": model, "data": demos,
                             "output_dir": out})
         rec = self.manifest.stage("iter-0/sft", iteration=0, inputs=[demos], outputs=[out / "config.json"],
-                                  config=scfg.model_dump(mode="json"), run=lambda: train_sft(scfg))
+                                  config=scfg, run=lambda: train_sft(scfg))
         self.report("sft", rec)
 
     def targets(self, k: int, rollouts: Path) -> Path:
@@ -114,7 +115,7 @@ class Pipeline:
                                 "write_back": out / "trajectories"})
         rec = self.manifest.stage(f"iter-{k}/targets", iteration=k, inputs=[rollouts],
                                   outputs=[out / "targets.parquet", out / "trajectories" / "manifest.json"],
-                                  config=tcfg.model_dump(mode="json"), run=lambda: run_targets(tcfg),
+                                  config=tcfg, run=lambda: run_targets(tcfg),
                                   result=lambda s: {key: s.get(key) for key in ("records", "states", "warning")})
         self.report("targets", rec)
         return out / "trajectories"
@@ -133,14 +134,14 @@ class Pipeline:
                                     "per_source": section.per_source,
                                     "candidates": {"seed": self.cfg.seed, **section.candidates}})
         rec = self.manifest.stage(f"iter-{k}/candidates", iteration=k, inputs=inputs + [rollouts],
-                                  outputs=[comps / "manifest.json"], config=rcfg.model_dump(mode="json"),
+                                  outputs=[comps / "manifest.json"], config=rcfg,
                                   run=lambda: run_rollout(rcfg), result=lambda r: r.summary.to_dict())
         self.report(f"iter-{k}/candidates", rec)
         out = self.out / f"iter-{k}" / "candidate-pairs"
         tcfg = TargetsConfig(method="candidate-pairs", params={"gamma": section.gamma, "margin": section.margin},
                              input=comps, out=out, split="keep")
         rec = self.manifest.stage(f"iter-{k}/candidate-pairs", iteration=k, inputs=[comps],
-                                  outputs=[out / "targets.parquet"], config=tcfg.model_dump(mode="json"),
+                                  outputs=[out / "targets.parquet"], config=tcfg,
                                   run=lambda: run_targets(tcfg),
                                   result=lambda s: {key: s.get(key) for key in ("records", "warning")})
         self.report("candidate-pairs", rec)
@@ -182,7 +183,7 @@ class Pipeline:
 
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k,
                                   inputs=[Path(model["backbone"]), labelled, *([pairs_of] if pairs_of else [])],
-                                  outputs=[out / "train_log.json"], config=pcfg.model_dump(mode="json"),
+                                  outputs=[out / "train_log.json"], config=pcfg,
                                   run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})
         self.report("prm", rec)
@@ -190,18 +191,18 @@ class Pipeline:
 
     def likelihood_prm(self, k: int, policy: Path, labelled: Path, out: Path, section: dict[str, Any]) -> Path:
         """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
-        reading states with the policy agent's prompt; the anchor may name the loop's stores (`anchor_store`)."""
+        reading states with the policy agent's prompt; the anchor may name the loop's stores (`loop_store`)."""
         from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
 
         prompt = self.cfg.policy_agent.get("prompt")
         if "anchor" in section:
-            section["anchor"] = anchor_store(section["anchor"], self.out / "demos", labelled)
+            section["anchor"] = loop_store(section["anchor"], self.out / "demos", labelled)
         lcfg = LikelihoodPRMConfig.model_validate({
             "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"),
             **({"prompt": prompt} if prompt is not None else {}), **section,
             "policy": str(policy), "data": [str(labelled)], "output_dir": str(out)})
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
-                                  outputs=[out / LIKELIHOOD_FILE], config=lcfg.model_dump(mode="json"),
+                                  outputs=[out / LIKELIHOOD_FILE], config=lcfg,
                                   run=lambda: train_likelihood_prm(lcfg),
                                   result=lambda r: {"first_loss": r["curve"][0]["loss"],
                                                     "last_loss": r["curve"][-1]["loss"], "examples": r["examples"]})
@@ -219,9 +220,9 @@ class Pipeline:
         ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
                           split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
                           seed=self.cfg.seed, prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
-        run, config = (lambda: run_eval(ecfg).summary), ecfg.model_dump(mode="json")
         rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
-                                  outputs=[out / "summary.json"], config=config, run=run, result=_headline)
+                                  outputs=[out / "summary.json"], config=ecfg,
+                                  run=lambda: run_eval(ecfg).summary, result=_headline)
         row = {"iteration": k, "policy": entry.name, **rec["result"], "dir": self.manifest.rel(out)}
         self.results.append(row)
         self.report("eval", row)
@@ -236,7 +237,7 @@ class Pipeline:
         scored = self.out / f"iter-{k}" / "eval" / _slug(self.cfg.monitored_entry().name) / "scored"
         out = self.out / f"iter-{k}" / "monitor"
         rec = self.manifest.stage(f"iter-{k}/monitor", iteration=k, inputs=[scored, policy, prm],
-                                  outputs=[out / "manifest.json"], config=cfg.model_dump(mode="json"),
+                                  outputs=[out / "manifest.json"], config=cfg,
                                   run=lambda: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs,
                                                       agent=agent, cfg=cfg, seed=self.cfg.seed),
                                   result=lambda r: r)
@@ -249,9 +250,14 @@ class Pipeline:
 
         work = self.out / f"iter-{k}" / "improve"
         nxt = self.out / f"iter-{k + 1}" / "policy"
-        dcfg = OnlineDPOConfig(**{"seed": self.cfg.seed, "agent": self.cfg.policy_agent, **self.cfg.improve,
+        section = dict(self.cfg.improve)
+        if "states_from" in section:  # `$rollouts`: π_k's rollouts of this iteration, already made for Q_k
+            section["states_from"] = loop_store(section["states_from"], self.out / "demos",
+                                                  self.out / f"iter-{k}" / "rollouts")
+        dcfg = OnlineDPOConfig(**{"seed": self.cfg.seed, "agent": self.cfg.policy_agent, **section,
                                   "policy": str(policy), "prm": prm, "output_dir": work, "env": self.cfg.env,
                                   "env_kwargs": self.cfg.env_kwargs})
+        inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
 
         def train() -> dict[str, Any]:
             if work.exists():  # an interrupted attempt: start the stage over
@@ -266,8 +272,8 @@ class Pipeline:
             shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
             return {"iterations": result.iterations}
 
-        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=[policy, prm],
-                                  outputs=[nxt / "config.json"], config=dcfg.model_dump(mode="json"), run=train,
+        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
+                                  outputs=[nxt / "config.json"], config=dcfg, run=train,
                                   result=lambda r: r)
         self.report("improve", rec)
         return nxt
