@@ -104,6 +104,7 @@ def test_online_dpo_trains_toward_the_prms_choices(tiny_model_dir, prm_dir, tmp_
     assert float((gain_chosen > gain_rejected).float().mean()) >= 0.8
     summary = json.loads((tmp_path / "run/summary.json").read_text())
     assert summary["policy_dir"] == str(result.policy_dir)
+    assert summary["config"]["agent"]["max_new_tokens"] == 8  # the agent's own fields, not only its kind
     assert set(m["wall_s"]) == {"rollout", "pairs", "train", "save"}
 
 

@@ -296,3 +296,11 @@ def test_bad_configs_fail_early_with_the_field_named(look_prm, tmp_path):
         search_config({"method": "trajectory-best-of-n", "prm": look_prm})
     with pytest.raises(ValueError, match="field 'prm'"):
         make_agent({"kind": "best-of-n", "base": "random", "prm": str(tmp_path / "missing")})
+
+
+def test_a_search_store_identity_names_every_field_of_its_agent(look_prm):
+    """A resumed search must match its store's identity (`describe`): a nested agent counts with all its fields,
+    not only those of the base agent config it is declared as."""
+    warm, cold = ({"method": "beam", "prm": look_prm, "agent": {"kind": "epsilon", "epsilon": e}} for e in (0.2, 0.9))
+    assert '"epsilon": 0.2' in search_config(warm).describe()
+    assert search_config(warm).describe() != search_config(cold).describe()

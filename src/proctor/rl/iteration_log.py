@@ -26,4 +26,5 @@ def record_iteration(folder: Path, metrics: dict[str, Any], history: list[dict[s
 def write_summary(cfg: Any, policy_dir: str | Path, history: list[dict[str, Any]]) -> None:
     """Write `cfg.output_dir/summary.json`: the config, the last policy folder, every iteration's metrics."""
     (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": str(policy_dir), "iterations": history}, indent=2))
+        {"config": cfg.model_dump(mode="json", serialize_as_any=True), "policy_dir": str(policy_dir),
+         "iterations": history}, indent=2))

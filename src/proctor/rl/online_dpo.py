@@ -46,6 +46,7 @@ from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
+from proctor.rl.iteration_log import write_summary
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pair, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
@@ -157,8 +158,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
         log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(pairs),
                  steps[0]["loss"], steps[-1]["loss"])
     result = OnlineDPOResult(Path(current), history)
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json"), "policy_dir": current, "iterations": history}, indent=2))
+    write_summary(cfg, current, history)
     return result
 
 

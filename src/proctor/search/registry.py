@@ -36,7 +36,8 @@ class SearchSpec(BaseModel):
 
     def describe(self) -> str:
         """The method with all its parameters (the store's run identity: a resumed run must match it)."""
-        return f"{self.method} {json.dumps(self.model_dump(mode='json', exclude={'method'}), sort_keys=True)}"
+        fields = self.model_dump(mode="json", exclude={"method"}, serialize_as_any=True)  # nested agents whole
+        return f"{self.method} {json.dumps(fields, sort_keys=True)}"
 
 
 class PRMSearchSpec(SearchSpec):
