@@ -4,6 +4,7 @@ resume at stage granularity, and the report built from the run directory."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,15 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     cfg["improve"] = {"states_from": "$rollout"}
     with pytest.raises(ValueError, match=r"improve.states_from: '\$rollout' is neither `\$rollouts`"):
         PipelineConfig.model_validate(cfg)
+    # the values too, before any stage runs (the loop's own folders do not exist yet and are not checked)
+    cases = [("improve", {"states_from": "$rollouts", "beta": -1.0}, "improve.beta: Input should be greater than 0"),
+             ("improve", {"agent": {"kind": "random"}}, "improve: agent kind 'random' does not sample from a model"),
+             ("prm", {"kind": "likelihood", "anchor": "$demos", "steps": 0}, "prm.steps: Input should be greater")]
+    for section, values, message in cases:
+        cfg["improve"], cfg["prm"] = {}, {"kind": "likelihood"}
+        cfg[section] = values
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PipelineConfig.model_validate(cfg)
 
 
 def test_the_manifest_records_the_environment_and_a_resume_elsewhere_is_named(tmp_path, caplog):

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proctor.pipeline.monitor import MonitorSection
 
@@ -96,6 +96,31 @@ class CandidatesSection(_Section):
     batch: int = Field(default=32, ge=1)
 
 
+#: the loop's own trajectory stores, as config values name them (`proctor.pipeline.run.loop_store`)
+LOOP_STORES = ("$demos", "$rollouts")
+
+
+def check_section(name: str, what: str, config: type[BaseModel], section: dict[str, Any],
+                  loop: dict[str, Any]) -> None:
+    """Validate the config section `name` before any stage runs, as the stage will build `config` from it:
+    `loop` holds the fields the loop sets itself, which the section may not name. Those, and the section's values
+    that name the loop's stores (`$demos`, `$rollouts`), are placeholders here: their errors (a folder the loop
+    has not made yet) are not the section's. The first problem is one line naming `name.field`."""
+    allowed = set(config.model_fields) - set(loop)
+    bad = sorted(set(section) - allowed)
+    if bad:
+        raise ValueError(f"{name}.{bad[0]}: not a field of {what} here (the loop sets {', '.join(sorted(loop))}); "
+                         f"fields: {', '.join(sorted(allowed))}")
+    try:
+        config.model_validate({**section, **loop})
+    except ValidationError as e:
+        filled = set(loop) | {k for k, v in section.items() if v in LOOP_STORES}
+        errors = [err for err in e.errors() if not (err["loc"] and err["loc"][0] in filled)]
+        if errors:
+            where = "".join(f".{part}" for part in errors[0]["loc"])
+            raise ValueError(f"{name}{where}: {errors[0]['msg'].removeprefix('Value error, ')}") from None
+
+
 class PipelineConfig(_Section):
     """The whole loop (see module docstring). Sections not given take the defaults shown."""
 
@@ -136,30 +161,30 @@ class PipelineConfig(_Section):
         if kind == "likelihood":
             from proctor.prm.likelihood import LikelihoodPRMConfig
 
-            allowed = set(LikelihoodPRMConfig.model_fields) - {"policy", "data", "output_dir"}
-            bad = sorted(set(self.prm) - {"kind"} - allowed)
-            if bad:
-                raise ValueError(f"prm.{bad[0]}: not a field of the likelihood PRM here (the loop sets policy, data "
-                                 f"and output_dir); fields: {', '.join(sorted(allowed))}")
             anchor = self.prm.get("anchor")
-            if anchor not in (None, "$demos", "$rollouts") and not (Path(anchor) / "manifest.json").is_file():
+            if anchor not in (None, *LOOP_STORES) and not (Path(anchor) / "manifest.json").is_file():
                 raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations), "
                                  "`$rollouts` (the iteration's rollouts) nor a trajectory store (no manifest.json)")
+            prompt = self.policy_agent.get("prompt")
+            check_section("prm", "the likelihood PRM", LikelihoodPRMConfig,
+                          {"seed": self.seed, "target": self.targets.get("method", "mc-q"),
+                           **({"prompt": prompt} if prompt is not None else {}),
+                           **{k: v for k, v in self.prm.items() if k != "kind"}},
+                          {"policy": "$policy", "data": ["$targets"], "output_dir": "$out"})
         return self
 
     @model_validator(mode="after")
     def _improve_fields(self) -> PipelineConfig:
         from proctor.rl.online_dpo import OnlineDPOConfig
 
-        allowed = set(OnlineDPOConfig.model_fields) - {"policy", "prm", "output_dir", "env", "env_kwargs"}
-        bad = sorted(set(self.improve) - allowed)
-        if bad:
-            raise ValueError(f"improve.{bad[0]}: not a field of online DPO here (the loop sets policy, prm, "
-                             f"output_dir and env); fields: {', '.join(sorted(allowed))}")
         states = self.improve.get("states_from")
         if states not in (None, "$rollouts") and not (Path(states) / "manifest.json").is_file():
             raise ValueError(f"improve.states_from: {states!r} is neither `$rollouts` (the iteration's rollouts) "
                              "nor a trajectory store (no manifest.json)")
+        check_section("improve", "online DPO", OnlineDPOConfig,
+                      {"seed": self.seed, "agent": self.policy_agent, **self.improve},
+                      {"policy": "$policy", "prm": "$prm", "output_dir": "$out", "env": self.env,
+                       "env_kwargs": self.env_kwargs})
         return self
 
     @model_validator(mode="after")
