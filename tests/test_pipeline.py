@@ -94,6 +94,14 @@ def test_config_errors_name_the_field(tmp_path):
 
     res = CliRunner().invoke(app, ["run", str(tmp_path / "run.yaml")])
     assert res.exit_code == 2 and "model" in res.output
+    # a PRM head's section: fields, values and TrainingArguments names, before any stage runs
+    cases = [({"los": "bce"}, "prm.los: Extra inputs are not permitted"),
+             ({"model": {"head": "scaler"}}, "prm.model.head: Input should be"),
+             ({"loss": "bradley_terry"}, "prm: loss 'bradley_terry' reads preference pairs"),
+             ({"training": {"max_step": 10}}, "prm.training.max_step: not an argument of transformers.TrainingArguments")]
+    for section, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PipelineConfig.model_validate({**toy_config(tmp_path), "prm": section})
 
 
 @pytest.mark.slow
@@ -170,9 +178,13 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     # the values too, before any stage runs (the loop's own folders do not exist yet and are not checked)
     cases = [("improve", {"states_from": "$rollouts", "beta": -1.0}, "improve.beta: Input should be greater than 0"),
              ("improve", {"agent": {"kind": "random"}}, "improve: agent kind 'random' does not sample from a model"),
-             ("prm", {"kind": "likelihood", "anchor": "$demos", "steps": 0}, "prm.steps: Input should be greater")]
+             ("improve", {"pairing": "all"}, "improve.pairing: Input should be 'best-worst' or 'best-rest'"),
+             ("prm", {"kind": "likelihood", "anchor": "$demos", "steps": 0}, "prm.steps: Input should be greater"),
+             ("sft", {"step": 10}, "sft.step: not a field of SFT here"),
+             ("sft", {"data": "x"}, "sft.data: not a field of SFT here (the loop sets data, model, output_dir)"),
+             ("sft", {"learning_rate": -1.0}, "sft.learning_rate: Input should be greater than 0")]
     for section, values, message in cases:
-        cfg["improve"], cfg["prm"] = {}, {"kind": "likelihood"}
+        cfg["improve"], cfg["prm"], cfg["sft"] = {}, {"kind": "likelihood"}, {}
         cfg[section] = values
         with pytest.raises(ValueError, match=re.escape(message)):
             PipelineConfig.model_validate(cfg)

@@ -18,7 +18,7 @@ from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.prompts import Candidate, Prefix, format_action, prefix_at
 from proctor.rl.online_dpo import OnlineDPOConfig, collect_pairs, train_online_dpo
-from proctor.rl.pairs import candidate_tokens, preference_pair, prompt_ids
+from proctor.rl.pairs import candidate_tokens, preference_pair, preference_pairs, prompt_ids
 from proctor.trajectory import TrajectoryStore
 
 
@@ -52,6 +52,21 @@ def test_preference_pair_hand_cases():
     assert preference_pair([0.9, 0.5], [False, True], unfinished_penalty=0.5) == (1, 0)
     with pytest.raises(ValueError, match="at least 2 candidates"):
         preference_pair([0.3])
+
+
+def test_preference_pairs_best_worst_and_best_rest_hand_cases():
+    scores = [0.2, 0.9, 0.1, 0.9, 0.85]
+    assert preference_pairs(scores) == [(1, 2)]
+    # the first best (index 1) against every candidate below it; the tied 0.9 at index 3 is not below it
+    assert preference_pairs(scores, pairing="best-rest") == [(1, 0), (1, 2), (1, 4)]
+    # margin 0.1: 0.9 − 0.85 = 0.05 is a near-tie, left out
+    assert preference_pairs(scores, margin=0.1, pairing="best-rest") == [(1, 0), (1, 2)]
+    # unfinished index 1 loses 0.5 (adjusted [0.2, 0.4, 0.1, 0.9, 0.85]): best is index 3
+    assert preference_pairs(scores, [True, False, True, True, True], 0.5, pairing="best-rest") == [
+        (3, 0), (3, 1), (3, 2), (3, 4)]
+    assert preference_pairs([0.5, 0.5], pairing="best-rest") == []  # a tie gives no pair under either rule
+    with pytest.raises(ValueError, match="unknown pairing 'all'"):
+        preference_pairs(scores, pairing="all")
 
 
 def test_candidate_tokens_exact_ids_or_the_renderers_reply(tiny_model_dir):
@@ -204,3 +219,20 @@ def test_pairs_come_from_distinct_actions_and_one_repeated_action_is_a_tie(tiny_
     pairs, counts = collect_pairs(cfg, [prefix, prefix], Scripted([a, a, b, a]), scorer, tok)
     assert counts["ties"] == 0 and counts["candidates"] == 4  # two distinct actions per state
     assert [{p.chosen, p.rejected} for p in pairs] == [{a, b}, {a, b}]
+
+
+def test_best_rest_pairs_the_prms_best_action_with_every_other_distinct_action(tiny_model_dir, prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"}, pairing="best-rest")
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_dir))
+    _, tok = load(tiny_model_dir)
+    prefix = _household_prefix()
+    a, b, c = prefix.admissible_actions[:3]
+    scores = dict(zip((a, b, c), scorer.score_actions(prefix, [a, b, c]), strict=True))
+    assert len(set(scores.values())) == 3
+    best = max(scores, key=scores.get)
+    pairs, counts = collect_pairs(cfg, [prefix], Scripted([c, a, c, b]), scorer, tok)
+    assert counts["candidates"] == 3 and counts["ties"] == 0
+    assert [p.chosen for p in pairs] == [best, best]
+    assert sorted(p.rejected for p in pairs) == sorted(x for x in (a, b, c) if x != best)
+    assert all(p.scores == (scores[best], scores[p.rejected]) for p in pairs)
+    assert len({id(p.prompt_ids) for p in pairs}) == 1  # the state's prompt is tokenized once

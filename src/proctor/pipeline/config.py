@@ -121,6 +121,48 @@ def check_section(name: str, what: str, config: type[BaseModel], section: dict[s
             raise ValueError(f"{name}{where}: {errors[0]['msg'].removeprefix('Value error, ')}") from None
 
 
+def head_prm_config(cfg: PipelineConfig, policy: str, model_dir: str | None, labelled: str, out: str,
+                    pairs_of: str | None = None) -> Any:
+    """The `PRMTrainConfig` of a PRM head trained by the loop from its `prm` section: regression on the step
+    targets of the trajectories in `labelled`, or, with `pairs_of` (the candidates' completions), Bradley–Terry
+    on the pairs in `labelled`. `model.backbone` may be `$policy` (π_k, the default) or `$model`."""
+    from proctor.prm.config import PRMTrainConfig
+
+    section = {k: v for k, v in cfg.prm.items() if k != "kind"}
+    model = {"head": "scalar", "dtype": "float32", "backbone": "$policy", **section.pop("model", {})}
+    model["backbone"] = {"$policy": policy, "$model": model_dir}.get(model["backbone"], model["backbone"])
+    training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
+                "dataloader_pin_memory": False, **section.pop("training", {}), "output_dir": out}
+    if pairs_of is None:
+        data = {"format": "trajectories", "target": cfg.targets.get("method", "mc-q"), **section.pop("data", {}),
+                "train": labelled}
+    else:
+        data = {"format": "targets", **section.pop("data", {}), "train": labelled, "trajectories": [pairs_of]}
+    loss = "bce" if pairs_of is None else "bradley_terry"
+    return PRMTrainConfig.model_validate({"loss": loss, "seed": cfg.seed, **section, "model": model,
+                                          "training": training, "data": data})
+
+
+def check_head_prm(cfg: PipelineConfig) -> None:
+    """The `prm` section of a PRM head, checked before any stage runs: its fields and values (the loop's own
+    folders are placeholders) and the names of its `training` arguments (`transformers.TrainingArguments`)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    try:
+        pcfg = head_prm_config(cfg, "$policy", "$model", "$targets", "$out",
+                               "$candidates" if cfg.prm_candidates is not None else None)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = "".join(f".{part}" for part in err["loc"])
+        raise ValueError(f"prm{where}: {err['msg'].removeprefix('Value error, ')}") from None
+    known = {f.name for f in dataclasses.fields(TrainingArguments)}
+    bad = sorted(set(pcfg.training) - known)
+    if bad:
+        raise ValueError(f"prm.training.{bad[0]}: not an argument of transformers.TrainingArguments")
+
+
 class PipelineConfig(_Section):
     """The whole loop (see module docstring). Sections not given take the defaults shown."""
 
@@ -158,6 +200,8 @@ class PipelineConfig(_Section):
                              "(`proctor.prm.likelihood`)")
         if kind == "likelihood" and self.prm_candidates is not None:
             raise ValueError("prm.kind 'likelihood' trains on step targets, not on candidate pairs (prm_candidates)")
+        if kind == "head":
+            check_head_prm(self)
         if kind == "likelihood":
             from proctor.prm.likelihood import LikelihoodPRMConfig
 
@@ -171,6 +215,14 @@ class PipelineConfig(_Section):
                            **({"prompt": prompt} if prompt is not None else {}),
                            **{k: v for k, v in self.prm.items() if k != "kind"}},
                           {"policy": "$policy", "data": ["$targets"], "output_dir": "$out"})
+        return self
+
+    @model_validator(mode="after")
+    def _sft_fields(self) -> PipelineConfig:
+        from proctor.rl.sft import SFTConfig
+
+        check_section("sft", "SFT", SFTConfig, {"seed": self.seed, **self.sft},
+                      {"model": "$model", "data": "$demos", "output_dir": "$out"})
         return self
 
     @model_validator(mode="after")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.pipeline.config import EvalEntry, PipelineConfig
+from proctor.pipeline.config import EvalEntry, PipelineConfig, head_prm_config
 from proctor.pipeline.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -153,27 +153,14 @@ class Pipeline:
     def prm(self, k: int, policy: Path, labelled: Path, pairs_of: Path | None = None) -> Path:
         """Q_k on `policy`: regression on the targets of the trajectories in `labelled`, or, with `pairs_of`
         (the candidates' completions), Bradley–Terry on the pairs in `labelled`."""
-        from proctor.prm.config import PRMTrainConfig
         from proctor.prm.trainer import train_prm
 
         out = self.out / f"iter-{k}" / "prm"
         section = dict(self.cfg.prm)
         if section.pop("kind", "head") == "likelihood":
             return self.likelihood_prm(k, policy, labelled, out, section)
-        model = {"head": "scalar", "dtype": "float32", "backbone": "$policy", **section.pop("model", {})}
-        model["backbone"] = {"$policy": str(policy), "$model": self.model_dir}.get(model["backbone"], model["backbone"])
-        training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
-                    "dataloader_pin_memory": False,
-                    **section.pop("training", {}), "output_dir": str(out)}
-        if pairs_of is None:
-            data = {"format": "trajectories", "target": self.cfg.targets.get("method", "mc-q"),
-                    **section.pop("data", {}), "train": str(labelled)}
-        else:
-            data = {"format": "targets", **section.pop("data", {}), "train": str(labelled),
-                    "trajectories": [str(pairs_of)]}
-        loss = "bce" if pairs_of is None else "bradley_terry"
-        pcfg = PRMTrainConfig.model_validate({"loss": loss, "seed": self.cfg.seed, **section, "model": model,
-                                              "training": training, "data": data})
+        pcfg = head_prm_config(self.cfg, str(policy), self.model_dir, str(labelled), str(out),
+                               None if pairs_of is None else str(pairs_of))
 
         def train() -> list[float]:
             _, _, trainer = train_prm(pcfg)
@@ -182,7 +169,7 @@ class Pipeline:
             return losses
 
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k,
-                                  inputs=[Path(model["backbone"]), labelled, *([pairs_of] if pairs_of else [])],
+                                  inputs=[Path(pcfg.model.backbone), labelled, *([pairs_of] if pairs_of else [])],
                                   outputs=[out / "train_log.json"], config=pcfg,
                                   run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})

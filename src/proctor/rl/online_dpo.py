@@ -8,8 +8,9 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 2. candidates: the policy proposes N ≥ 2 actions per state (its agent config: `hf`, `choice`, ...), of which
    the distinct ones are kept (first draw of each; a state whose draws are all one action is a tie);
 3. preferences: the PRM scores each (state, action) (`PRMScorer.score_actions`, the state's KV cache shared
-   by the candidates); chosen = best, rejected = worst, an unfinished generation's score lowered by
-   `unfinished_penalty`, ties skipped (`proctor.rl.pairs.preference_pair`);
+   by the candidates); chosen = best, rejected = worst (`pairing: best-rest`: every other candidate the best
+   beats), an unfinished generation's score lowered by `unfinished_penalty`, ties skipped
+   (`proctor.rl.pairs.preference_pairs`);
 4. tokens: the candidate's own generated ids when it carries them (never a re-tokenization), else the one
    renderer's assistant reply for the action (`proctor.rl.pairs.candidate_tokens`);
 5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
@@ -48,7 +49,7 @@ from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import dpo_step, reference_logprobs
 from proctor.rl.iteration_log import write_summary
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
-from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pair, prompt_ids
+from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
 from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
 from proctor.trajectory import Trajectory, TrajectoryStore
 
@@ -81,6 +82,8 @@ class OnlineDPOConfig(OnPolicyConfig):
     unfinished_penalty: float = Field(default=0.0, ge=0, description="subtracted from the PRM score of a "
                                       "generation that ran out of tokens")
     margin: float = Field(default=0.0, ge=0, description="pairs need best − worst score > margin (ties skipped)")
+    pairing: Literal["best-worst", "best-rest"] = Field(default="best-worst", description="pairs per state: best "
+                                                        "vs worst, or best vs every candidate it beats")
     max_length: int | None = Field(default=None, ge=2, description="skip pairs longer than this (tokens)")
     # loss and optimisation
     loss: Literal["sigmoid", "ipo", "rebel"] = Field(default="sigmoid", description="DPO, IPO, or REBEL (the "
@@ -192,8 +195,8 @@ def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: rand
 
 def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: PRMScorer,
                   tokenizer: Any) -> tuple[list[PreferencePair], dict[str, Any]]:
-    """N actions per state from `sampler`, PRM scores of the distinct ones, one (best, worst) pair per state that
-    is not a tie (a state whose N draws are one action is a tie)."""
+    """N actions per state from `sampler`, PRM scores of the distinct ones, and the state's pairs under
+    `cfg.pairing` unless it is a tie (a state whose N draws are one action is a tie)."""
     pairs: list[PreferencePair] = []
     counts = {"states": len(prefixes), "ties": 0, "too_long": 0, "candidates": 0, "unfinished": 0}
     score_sum = 0.0
@@ -211,23 +214,25 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
                 scores = scorer.score_actions(prefix, [c.action for c in cands], cfg.prm_prompt)
                 counts["unfinished"] += sum(not c.finished for c in cands)
                 score_sum += sum(scores)
-                pick = preference_pair(scores, [c.finished for c in cands], cfg.unfinished_penalty, cfg.margin)
-                if pick is None:
+                picks = preference_pairs(scores, [c.finished for c in cands], cfg.unfinished_penalty, cfg.margin,
+                                         cfg.pairing)
+                if not picks:
                     counts["ties"] += 1
                     continue
-                best, worst = pick
                 adjusted = adjusted_scores(scores, [c.finished for c in cands], cfg.unfinished_penalty)
                 shared = prompt_ids(tokenizer, prefix, cfg.prompt)
-                _, chosen, exact_c = candidate_tokens(tokenizer, prefix, cands[best], cfg.prompt, shared)
-                _, rejected, exact_r = candidate_tokens(tokenizer, prefix, cands[worst], cfg.prompt, shared)
-                if cfg.max_length and len(shared) + max(len(chosen), len(rejected)) > cfg.max_length:
+                tokens = {i: candidate_tokens(tokenizer, prefix, cands[i], cfg.prompt, shared)[1:]
+                          for i in sorted({i for pick in picks for i in pick})}
+                if cfg.max_length and len(shared) + max(len(ids) for ids, _ in tokens.values()) > cfg.max_length:
                     counts["too_long"] += 1
                     continue
-                pairs.append(PreferencePair(
-                    shared, chosen, rejected, (exact_c, exact_r), cands[best].action, cands[worst].action,
-                    (adjusted[best], adjusted[worst]),
-                    {"task_id": prefix.task_id, "sample": prefix.sample, "step": prefix.step_index,
-                     "finished": [cands[best].finished, cands[worst].finished]}))
+                for best, worst in picks:
+                    (chosen, exact_c), (rejected, exact_r) = tokens[best], tokens[worst]
+                    pairs.append(PreferencePair(
+                        shared, chosen, rejected, (exact_c, exact_r), cands[best].action, cands[worst].action,
+                        (adjusted[best], adjusted[worst]),
+                        {"task_id": prefix.task_id, "sample": prefix.sample, "step": prefix.step_index,
+                         "finished": [cands[best].finished, cands[worst].finished]}))
             bar.advance(len(chunk), stats=f"{len(pairs)} pairs, {counts['ties']} ties")
     counts["mean_prm_score"] = score_sum / counts["candidates"] if counts["candidates"] else None
     return pairs, counts

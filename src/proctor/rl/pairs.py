@@ -4,6 +4,10 @@ a candidate action trains on.
 - `preference_pair`: among the N candidate actions of one state, chosen = the best PRM score, rejected =
   the worst, after subtracting `unfinished_penalty` from candidates whose generation did not finish; a state
   whose best and worst adjusted scores differ by no more than `margin` (a tie) gives no pair.
+- `preference_pairs`: the pairs one state gives under a pairing rule: `best-worst` (the one pair above), or
+  `best-rest` (the best against every other candidate it beats by more than `margin`, each pair with DPO's
+  pairwise loss: every sampled action the PRM ranks below the best is pushed down, not only the worst; a
+  pairwise surrogate of DPO's Plackett-Luce form with only the top response ranked, arXiv 2305.18290 §A.3).
 - `candidate_tokens`: `(prompt_ids, completion_ids, exact)`. The prompt is the one renderer's inference
   prompt (`render_prompt`, tokenized without special tokens, as the agents do). The completion is the
   candidate's own generated `token_ids` when it carries them (`exact=True`: the ids the policy sampled,
@@ -42,6 +46,26 @@ def preference_pair(scores: Sequence[float], finished: Sequence[bool] | None = N
     if adjusted[best] - adjusted[worst] <= margin:
         return None
     return best, worst
+
+
+PAIRINGS = ("best-worst", "best-rest")
+
+
+def preference_pairs(scores: Sequence[float], finished: Sequence[bool] | None = None,
+                     unfinished_penalty: float = 0.0, margin: float = 0.0,
+                     pairing: str = "best-worst") -> list[tuple[int, int]]:
+    """(chosen, rejected) index pairs of one state's candidates under `pairing` (see module docstring); [] for
+    a tie. `best-rest` lists the rejected candidates in their order."""
+    if pairing not in PAIRINGS:
+        raise ValueError(f"unknown pairing {pairing!r}; choose one of {', '.join(PAIRINGS)}")
+    pick = preference_pair(scores, finished, unfinished_penalty, margin)
+    if pick is None:
+        return []
+    if pairing == "best-worst":
+        return [pick]
+    best = pick[0]
+    adjusted = adjusted_scores(scores, finished, unfinished_penalty)
+    return [(best, j) for j in range(len(adjusted)) if j != best and adjusted[best] - adjusted[j] > margin]
 
 
 def _with_action(prefix: Prefix, cand: Candidate) -> Trajectory:
