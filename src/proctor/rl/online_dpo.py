@@ -84,7 +84,8 @@ class OnlineDPOConfig(OnPolicyConfig):
     margin: float = Field(default=0.0, ge=0, description="pairs need best − worst score > margin (ties skipped)")
     pairing: Literal["best-worst", "best-rest"] = Field(default="best-worst", description="pairs per state: best "
                                                         "vs worst, or best vs every candidate it beats")
-    max_length: int | None = Field(default=None, ge=2, description="skip pairs longer than this (tokens)")
+    max_length: int | None = Field(default=None, ge=2, description="skip a state whose prompt + longest paired "
+                                   "candidate exceeds this many tokens (all its pairs; counted as too_long)")
     # loss and optimisation
     loss: Literal["sigmoid", "ipo", "rebel"] = Field(default="sigmoid", description="DPO, IPO, or REBEL (the "
                                                      "pairs' PRM score margin as the regression target)")
