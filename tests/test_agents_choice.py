@@ -4,7 +4,6 @@ and greedy choice, the free-generation fallback, the registry and the rollout en
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 import torch
@@ -35,30 +34,37 @@ LOGLIKS, ACTIONS = [-1.0, -0.3, -2.0, -0.7], ["go to d", "go to a", "go to c", "
 def test_gumbel_draws_follow_the_choice_probabilities() -> None:
     counts = [0] * 4
     for seed in range(4000):
-        counts[gumbel_draws(LOGLIKS, ACTIONS, 1.0, random.Random(seed), 1)[0]] += 1
+        counts[gumbel_draws(LOGLIKS, ACTIONS, 1.0, seed, 1)[0]] += 1
     # p = softmax(ℓ) = [0.211, 0.426, 0.078, 0.285]; 4,000 draws: a standard error of at most 0.008
     assert [c / 4000 for c in counts] == pytest.approx(choice_probabilities(LOGLIKS, 1.0), abs=0.03)
     # n draws from one generator are independent draws, not n copies of one
-    assert len(set(gumbel_draws(LOGLIKS, ACTIONS, 1.0, random.Random(0), 8))) > 1
+    assert len(set(gumbel_draws(LOGLIKS, ACTIONS, 1.0, 0, 8))) > 1
 
 
 def test_gumbel_draws_are_coupled_across_policies_and_list_orders() -> None:
-    """The same seed at the same state: raising an action's likelihood (or sharpening, T < 1) never takes away a
+    """The same seed at the same step: raising an action's likelihood (or sharpening, T < 1) never takes away a
     draw it won; the picks do not depend on the order the env lists the actions in."""
     raised = [LOGLIKS[0] + 0.8, *LOGLIKS[1:]]
     perm = [2, 0, 3, 1]
     for seed in range(300):
-        before = gumbel_draws(LOGLIKS, ACTIONS, 1.0, random.Random(seed), 4)
-        after = gumbel_draws(raised, ACTIONS, 1.0, random.Random(seed), 4)
+        before = gumbel_draws(LOGLIKS, ACTIONS, 1.0, seed, 4)
+        after = gumbel_draws(raised, ACTIONS, 1.0, seed, 4)
         assert all(a == 0 for b, a in zip(before, after, strict=True) if b == 0)
-        sharp = gumbel_draws(LOGLIKS, ACTIONS, 0.5, random.Random(seed), 4)
+        sharp = gumbel_draws(LOGLIKS, ACTIONS, 0.5, seed, 4)
         assert all(s == 1 for b, s in zip(before, sharp, strict=True) if b == 1)  # index 1 is the mode
-        shuffled = gumbel_draws([LOGLIKS[i] for i in perm], [ACTIONS[i] for i in perm], 1.0, random.Random(seed), 4)
+        shuffled = gumbel_draws([LOGLIKS[i] for i in perm], [ACTIONS[i] for i in perm], 1.0, seed, 4)
         assert [ACTIONS[perm[k]] for k in shuffled] == [ACTIONS[k] for k in before]
+    # an action's noise does not depend on the other actions listed: a winner stays the winner of any sublist
+    # that keeps it (two policies in different states at the same step, sharing the actions both can take)
+    for seed in range(300):
+        winner = gumbel_draws(LOGLIKS, ACTIONS, 1.0, seed, 1)[0]
+        keep = [i for i in range(4) if i == winner or (seed >> i) & 1]
+        assert [keep[k] for k in gumbel_draws([LOGLIKS[i] for i in keep], [ACTIONS[i] for i in keep], 1.0, seed,
+                                               1)] == [winner]
     with pytest.raises(ValueError, match="temperature > 0"):
-        gumbel_draws(LOGLIKS, ACTIONS, 0.0, random.Random(0), 1)
+        gumbel_draws(LOGLIKS, ACTIONS, 0.0, 0, 1)
     with pytest.raises(ValueError, match="3 likelihoods for 4 actions"):
-        gumbel_draws(LOGLIKS[:3], ACTIONS, 1.0, random.Random(0), 1)
+        gumbel_draws(LOGLIKS[:3], ACTIONS, 1.0, 0, 1)
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,11 @@ writes for a_i (the formatted action and the end-of-turn token: what the model w
 are drawn from p_i ∝ exp(ℓ_i / T) (T = `temperature`; T = 1 is the model's own distribution restricted to
 the admissible set; T = 0 takes the argmax, the first on ties), n per prefix, with replacement, reproducibly
 (a seed from the agent's `seed` and the prefix's task, sample, step and env seed), by the Gumbel-max trick
-with each action's noise keyed by its text (`gumbel_draws`): two policies at the same state share their noise,
-so raising an action's likelihood never takes a draw away from it. Comparing two policies on the same episode
-seeds (common random numbers) then leaves fewer episodes that differ by chance alone than inverse-CDF sampling
-in the env's list order, where any change of an earlier action's probability shifts every later interval.
+with each action's noise keyed by its text (`gumbel_draws`): two policies at the same step share the noise of
+every action both can take, so raising an action's likelihood never takes a draw away from it. Comparing two
+policies on the same episode seeds (common random numbers) then leaves fewer episodes that differ by chance
+alone than inverse-CDF sampling in the env's list order, where any change of an earlier action's probability
+shifts every later interval.
 
 Each `Candidate` keeps what RL needs: `token_ids` (the reply's ids, end-of-turn included, never re-tokenized),
 `logprobs` (their per-token log π), `meta["prompt_tokens"]`, `meta["choice_logprob"]` (ℓ_i) and
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,24 +56,23 @@ def choice_probabilities(logliks: Sequence[float], temperature: float) -> list[f
     return [x / total for x in w]
 
 
-def gumbel_draws(logliks: Sequence[float], actions: Sequence[str], temperature: float, rng: random.Random,
+def gumbel_draws(logliks: Sequence[float], actions: Sequence[str], temperature: float, seed: int,
                  n: int) -> list[int]:
     """n independent draws (indices) from p_i ∝ exp(ℓ_i / T), T > 0, by the Gumbel-max trick: draw k is
-    argmax_i ℓ_i / T + g_{k,i}, with g = −log(−log u), u ~ U(0, 1) from `rng`, assigned to the actions in the
-    sorted order of their texts (so the draws do not depend on the list's order). Monotone in the
-    likelihoods: raising ℓ_i keeps every draw that i won (Gumbel 1954; the coupling of e.g. Oberst & Sontag
-    2019, arXiv 1905.05824)."""
+    argmax_i ℓ_i / T + g_{k,i}, with g = −log(−log u) and u ~ U(0, 1) a hash of (`seed`, k, the action's
+    text). An action's noise depends on nothing else: not on the list's order nor on the other actions listed,
+    so two policies at the same step of the same episode seed share the noise of every action both can take,
+    even in different states. Monotone in the likelihoods: raising ℓ_i keeps every draw that i won (Gumbel
+    1954; the coupling of e.g. Oberst & Sontag 2019, arXiv 1905.05824)."""
     if temperature <= 0:
         raise ValueError(f"gumbel_draws needs a temperature > 0, got {temperature}")
     if len(logliks) != len(actions) or not actions:
         raise ValueError(f"{len(logliks)} likelihoods for {len(actions)} actions")
-    order = sorted(range(len(actions)), key=lambda i: actions[i])
     picks = []
-    for _ in range(n):
-        noise = [0.0] * len(actions)
-        for i in order:
-            noise[i] = -math.log(-math.log(max(rng.random(), 1e-300)))
-        picks.append(max(range(len(actions)), key=lambda i: logliks[i] / temperature + noise[i]))
+    for k in range(n):
+        scores = [ll / temperature - math.log(-math.log((stable_seed(seed, k, a) + 0.5) / 2**63))
+                  for ll, a in zip(logliks, actions, strict=True)]
+        picks.append(max(range(len(actions)), key=scores.__getitem__))
     return picks
 
 
@@ -152,7 +151,7 @@ class ChoiceAgent(Agent):
             picks = [choice_probabilities(logliks, 0).index(1.0)] * n
         else:
             seed = stable_seed(self.seed, prefix.env, prefix.task_id, prefix.sample, prefix.step_index, prefix.seed)
-            picks = gumbel_draws(logliks, [c.action for c in options], self.temperature, random.Random(seed), n)
+            picks = gumbel_draws(logliks, [c.action for c in options], self.temperature, seed, n)
         return [_copy(options[k]) for k in picks]
 
     def _generator(self) -> Agent:

@@ -1,0 +1,90 @@
+"""Does a policy put its mass where the PRM does, at states it was not trained on? (a diagnosis of online DPO)
+
+    python experiments/dpo_transfer.py --states runs/ev/pi0-valid/trajectories --prm runs/qs/iter-0/prm \
+        --policy runs/qs/iter-0/policy --policy runs/qs/iter-1/policy [--states-n 300] [--seed 0]
+
+At `--states-n` states drawn from a trajectory store (e.g. π0's evaluation on the valid tasks: states no DPO pair
+came from), each `choice` policy's distribution p over the admissible actions (T = 1) is set beside the PRM's
+scores Q of the same actions. Per policy, means over the states with a 95% normal interval, and each later
+policy's paired difference with the first (`minus_first`, the same states):
+
+- `expected_q`: Σ_a p(a) Q(a), the PRM score of the policy's next action on average;
+- `p_best`: p(argmax_a Q), the mass on the PRM's favourite action;
+- `mode_is_best`: whether the policy's most likely action is the PRM's favourite;
+- `entropy`: −Σ_a p(a) log p(a), in nats (sharpening lowers it).
+
+Online DPO against the PRM should raise the first three at held-out states; a policy that only lowers its entropy
+has been sharpened, not taught the PRM's ranking. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from collections.abc import Sequence
+
+from proctor.agents.choice import ChoiceAgent, choice_probabilities
+from proctor.prm.likelihood import open_scorer
+from proctor.prompts import Prefix, PromptConfig, prefix_at
+from proctor.trajectory import TrajectoryStore
+
+_PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
+_BATCH = 20
+
+
+def held_out_states(store: str, n: int, seed: int) -> list[Prefix]:
+    """n step prefixes drawn uniformly from the store's episodes (every step of every non-empty episode)."""
+    trajs = [t for t in TrajectoryStore.open(store).load() if t.steps]
+    where = [(t, i) for t in trajs for i in range(len(t.steps))]
+    random.Random(seed).shuffle(where)
+    return [prefix_at(t, i) for t, i in where[:n]]
+
+
+def state_stats(probs: Sequence[float], scores: Sequence[float]) -> dict[str, float]:
+    """The four per-state numbers of the module docstring for one policy's p and the PRM's Q."""
+    best = max(range(len(scores)), key=scores.__getitem__)
+    mode = max(range(len(probs)), key=probs.__getitem__)
+    return {"expected_q": sum(p * q for p, q in zip(probs, scores, strict=True)), "p_best": probs[best],
+            "mode_is_best": float(mode == best), "entropy": -sum(p * math.log(p) for p in probs if p > 0)}
+
+
+def mean_ci(xs: Sequence[float]) -> dict[str, float]:
+    m = sum(xs) / len(xs)
+    se = math.sqrt(sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1) / len(xs))
+    return {"mean": round(m, 4), "ci95": [round(m - 1.96 * se, 4), round(m + 1.96 * se, 4)]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--states", required=True, help="trajectory store whose steps are the held-out states")
+    ap.add_argument("--prm", required=True, help="the PRM folder the policies were trained against")
+    ap.add_argument("--policy", action="append", required=True, help="a policy folder (repeat to compare)")
+    ap.add_argument("--states-n", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    prefixes = [p for p in held_out_states(args.states, args.states_n, args.seed) if p.admissible_actions]
+    scorer = open_scorer(args.prm)
+    agents = [ChoiceAgent(p, prompt=PromptConfig(**_PROMPT)) for p in args.policy]
+    rows: list[list[dict[str, float]]] = [[] for _ in agents]
+    for start in range(0, len(prefixes), _BATCH):
+        chunk = prefixes[start:start + _BATCH]
+        scored = [agent.score(chunk) for agent in agents]
+        for j, prefix in enumerate(chunk):
+            actions = [c.action for c in scored[0][j]]
+            q = scorer.score_actions(prefix, actions)
+            for k, per_agent in enumerate(scored):
+                loglik = {c.action: c.meta["choice_logprob"] for c in per_agent[j]}
+                rows[k].append(state_stats(choice_probabilities([loglik[a] for a in actions], 1.0), q))
+    keys = list(rows[0][0])
+    out = {"states": len(prefixes), "store": args.states, "prm": args.prm,
+           "policies": {p: {key: mean_ci([r[key] for r in rs]) for key in keys}
+                        for p, rs in zip(args.policy, rows, strict=True)},
+           "minus_first": {p: {key: mean_ci([r[key] - f[key] for r, f in zip(rs, rows[0], strict=True)])
+                               for key in keys} for p, rs in zip(args.policy[1:], rows[1:], strict=True)}}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
