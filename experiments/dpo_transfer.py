@@ -56,14 +56,14 @@ def mean_ci(xs: Sequence[float]) -> dict[str, float]:
     return {"mean": round(m, 4), "ci95": [round(m - 1.96 * se, 4), round(m + 1.96 * se, 4)]}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--states", required=True, help="trajectory store whose steps are the held-out states")
     ap.add_argument("--prm", required=True, help="the PRM folder the policies were trained against")
     ap.add_argument("--policy", action="append", required=True, help="a policy folder (repeat to compare)")
     ap.add_argument("--states-n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     prefixes = [p for p in held_out_states(args.states, args.states_n, args.seed) if p.admissible_actions]
     scorer = open_scorer(args.prm)
     agents = [ChoiceAgent(p, prompt=PromptConfig(**_PROMPT)) for p in args.policy]
@@ -84,6 +84,7 @@ def main() -> None:
            "minus_first": {p: {key: mean_ci([r[key] - f[key] for r, f in zip(rs, rows[0], strict=True)])
                                for key in keys} for p, rs in zip(args.policy[1:], rows[1:], strict=True)}}
     print(json.dumps(out, indent=2))
+    return out
 
 
 if __name__ == "__main__":
