@@ -88,6 +88,31 @@ def test_compare_pairs_the_same_task_sample_keys(report_root):  # noqa: F811
         compare([report_root / "random", report_root / "prm-train"])
 
 
+def test_a_runs_results_are_paired_with_its_first_row(report_root):  # noqa: F811
+    """`proctor run`'s summary rows (here: three evaluations of the fixture) each carry their pairing with the
+    first row, and the paired table prints it."""
+    from proctor.pipeline.run import paired_with_first
+    from proctor.pipeline.table import paired_table
+
+    results = [{"iteration": 0, "policy": "random", "dir": "random"},
+               {"iteration": 0, "policy": "expert", "dir": "expert"},
+               {"iteration": 1, "policy": "random again", "dir": "random"}]
+    paired_with_first(results, report_root)
+    assert "vs_first" not in results[0]
+    # random lost all 4, the expert won all 4: 4 pairs won, none lost, p = 2 · 2⁻⁴
+    expert = results[1]["vs_first"]
+    assert (expert["policy"], expert["pairs"], expert["b01"], expert["b10"], expert["diff"]) == ("random", 4, 4, 0,
+                                                                                                 1.0)
+    assert expert["p_value"] == pytest.approx(0.125)
+    assert (results[2]["vs_first"]["b01"], results[2]["vs_first"]["b10"], results[2]["vs_first"]["diff"]) == (0, 0,
+                                                                                                               0.0)
+    table = paired_table({"results": results})
+    assert table is not None and table.row_count == 2
+    cells = [list(column.cells) for column in table.columns]
+    assert [c[0] for c in cells] == ["0", "expert", "4", "+100.0", "[+100.0, +100.0]", "4 / 0", "0.12"]
+    assert paired_table({"results": results[:1]}) is None
+
+
 def test_eval_and_compare_commands(tmp_path):
     runner = CliRunner()
     a = runner.invoke(app, ["eval", "--env", "household", "--agent", "expert", "--agent-arg", "expert=search",

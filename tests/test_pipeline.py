@@ -12,6 +12,8 @@ import yaml
 
 from proctor.pipeline import PipelineConfig, run_pipeline
 from proctor.pipeline.run import loop_store
+from proctor.pipeline.table import result_tables
+from proctor.trajectory import TrajectoryStore
 
 PROMPT = {"history": 2, "memory": True}
 
@@ -67,6 +69,21 @@ def test_the_loop_runs_records_lineage_resumes_and_reports(tmp_path):
         assert m["drift"] == pytest.approx(m["prm_mean_relabelled"] - m["mc_q_mean"])
         assert m["success_rate"] == next(r["success_rate"] for r in summary["results"]
                                          if r["iteration"] == m["iteration"] and r["policy"] == "policy")
+    # every row after π0's is paired with it on the (task, sample) keys both ran, counted here from the stores
+    def outcomes(row: dict) -> dict:
+        return {(t.task_id, t.sample): t.success for t in TrajectoryStore.open(out / row["dir"] / "trajectories").load()}
+
+    first = outcomes(summary["results"][0])
+    assert "vs_first" not in summary["results"][0]
+    for row in summary["results"][1:]:
+        mine, vs = outcomes(row), row["vs_first"]
+        keys = first.keys() & mine.keys()
+        assert (vs["policy"], vs["iteration"], vs["pairs"]) == ("policy", 0, len(keys))
+        assert vs["b01"] == sum(mine[k] and not first[k] for k in keys)
+        assert vs["b10"] == sum(first[k] and not mine[k] for k in keys)
+        assert vs["diff"] == pytest.approx((vs["b01"] - vs["b10"]) / len(keys)) and 0 < vs["p_value"] <= 1
+    tables = result_tables(summary)
+    assert [t.row_count for t in tables] == [5, 4]
     # resume: everything is recorded, nothing runs again
     seen.clear()
     again = run_pipeline(PipelineConfig.model_validate(toy_config(out)), lambda stage, rec: seen.append(stage))

@@ -23,7 +23,7 @@ def quickstart(
     π1 → evaluation on held-out tasks; prints the table, writes summary.json and report.html."""
     from pydantic import ValidationError
 
-    from proctor.pipeline.table import results_table
+    from proctor.pipeline.table import result_tables
     from proctor.quickstart import QuickstartConfig, run_quickstart
 
     try:
@@ -33,5 +33,6 @@ def quickstart(
         fail(e, where="options")
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    console.print(results_table(summary, title=f"proctor quickstart: {env}, held-out test tasks"))
+    for table in result_tables(summary, title=f"proctor quickstart: {env}, held-out test tasks"):
+        console.print(table)
     console.print(f"summary: {out / 'summary.json'}   report: {summary['report_html']}")

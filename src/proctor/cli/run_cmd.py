@@ -39,7 +39,7 @@ def run_cmd(
     from pydantic import ValidationError
 
     from proctor.pipeline import PipelineConfig, run_pipeline
-    from proctor.pipeline.table import results_table
+    from proctor.pipeline.table import result_tables
 
     data = load_yaml_config(config)
     if out is not None:
@@ -52,4 +52,5 @@ def run_cmd(
         summary = run_pipeline(cfg, report=print_stage)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    console.print(results_table(summary))
+    for table in result_tables(summary):
+        console.print(table)

@@ -301,6 +301,7 @@ class Pipeline:
             from proctor.evaluation.plots import monitor_png
 
             monitor_png(monitor, self.out / "monitor.png")
+        paired_with_first(self.results, self.out)
         summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results, "monitor": monitor,
                    "stages_seconds": {key: rec["seconds"] for key, rec in self.manifest.data["stages"].items()}}
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
@@ -311,6 +312,22 @@ def run_pipeline(cfg: PipelineConfig, report: Report | None = None) -> dict[str,
     """Run (or resume) the loop `cfg` describes; returns the summary also written to `cfg.out/summary.json`.
     `report(stage, record)` is called after each stage (the CLI prints from it)."""
     return Pipeline(cfg, report).run()
+
+
+def paired_with_first(results: list[dict[str, Any]], root: Path) -> None:
+    """Give every result row after the first `vs_first`: its paired difference in success with the first row (π0
+    at iteration 0 in the quickstart) on the (task, sample) keys both ran, with the bootstrap interval and
+    McNemar's exact p (`proctor.evaluation.compare.paired`)."""
+    from proctor.evaluation.compare import paired
+    from proctor.evaluation.loading import load_run
+
+    if len(results) < 2:
+        return
+    first = results[0]
+    base = load_run(root / first["dir"])
+    for row in results[1:]:
+        row["vs_first"] = {"policy": first["policy"], "iteration": first["iteration"],
+                           **paired(base, load_run(root / row["dir"]))}
 
 
 def quiet_library_progress() -> None:

@@ -1,5 +1,5 @@
 """The results table of a pipeline run, like AgentPRM's Table 1: policy, success % with its 95% interval,
-mean steps, and the compute budget per episode."""
+mean steps, and the compute budget per episode; and each row paired with the first (π0 in the quickstart)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,28 @@ def results_table(summary: dict[str, Any], title: str | None = None) -> Table:
                       f"{r.get('mean_steps', 0):.1f}", f"{budget.get('env_steps', 0) / n:.1f}",
                       f"{budget.get('prm_calls', 0) / n:.1f}" if "prm_calls" in budget else "-")
     return table
+
+
+def paired_table(summary: dict[str, Any]) -> Table | None:
+    """Each result row after the first against the first, on the tasks both ran (`vs_first`, from
+    `proctor.pipeline.run.paired_with_first`): the difference in success points with its 95% bootstrap
+    interval, the tasks won and lost, McNemar's exact p. None for fewer than two rows."""
+    rows = [r for r in summary.get("results", [])[1:] if (r.get("vs_first") or {}).get("diff") is not None]
+    if not rows:
+        return None
+    first = rows[0]["vs_first"]
+    table = Table(title=f"paired with iteration {first['iteration']} {first['policy']} on the same tasks")
+    for col in ("iteration", "policy", "pairs", "Δ success points", "95% interval", "won / lost", "McNemar p"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for r in rows:
+        vs = r["vs_first"]
+        lo, hi = vs["diff_ci95"]
+        table.add_row(str(r["iteration"]), r["policy"], str(vs["pairs"]), f"{100 * vs['diff']:+.1f}",
+                      f"[{100 * lo:+.1f}, {100 * hi:+.1f}]", f"{vs['b01']} / {vs['b10']}", f"{vs['p_value']:.2g}")
+    return table
+
+
+def result_tables(summary: dict[str, Any], title: str | None = None) -> list[Table]:
+    """What the CLI prints after a run: the results table, then the paired one when there is one."""
+    paired = paired_table(summary)
+    return [results_table(summary, title)] + ([paired] if paired is not None else [])
