@@ -131,6 +131,24 @@ def test_a_plain_rollout_folder_gets_a_report(tmp_path):
     assert build_report(tmp_path).is_file()
 
 
+def test_a_runs_paired_rows_are_shown(tmp_path):
+    """A `proctor run` folder's summary.json rows paired with its first row go into the report's data; a plain
+    folder has none."""
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    run_rollout(RolloutConfig(env="household", agent={"kind": "random"}, out=tmp_path / "rollouts", tasks=2,
+                              env_kwargs={"max_steps": 3}, progress=False)).store.close()
+    assert collect(tmp_path)["paired"] == []
+    vs = {"policy": "policy", "iteration": 0, "pairs": 200, "b01": 43, "b10": 21, "diff": 0.11,
+          "diff_ci95": [0.035, 0.19], "p_value": 0.008}
+    (tmp_path / "summary.json").write_text(json.dumps({"env": "household", "results": [
+        {"iteration": 0, "policy": "policy", "dir": "x"},
+        {"iteration": 0, "policy": "best-of-8", "dir": "y", "vs_first": vs}]}))
+    assert collect(tmp_path)["paired"] == [{"iteration": 0, "policy": "best-of-8", "vs_first": vs}]
+    html = build_report(tmp_path).read_text()
+    assert 'id="paired-table"' in html and "renderPaired()" in html
+
+
 def test_report_cli(report_root, tmp_path):
     from typer.testing import CliRunner
 

@@ -5,6 +5,7 @@ when set)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -139,3 +140,33 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     if os.environ.get("PROCTOR_REPORT_SCREENSHOT"):
         shutil.copy(shot, os.environ["PROCTOR_REPORT_SCREENSHOT"])
+
+
+def test_a_runs_paired_table_renders(browser, tmp_path):
+    """A `proctor run` folder's rows paired with its first row show under the results; a plain folder's report
+    hides the table."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from proctor.evaluation.report import build_report
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    run_rollout(RolloutConfig(env="household", agent={"kind": "random"}, out=tmp_path / "run" / "rollouts", tasks=2,
+                              env_kwargs={"max_steps": 3}, progress=False)).store.close()
+
+    def open_report() -> None:
+        browser.get(build_report(tmp_path / "run").resolve().as_uri())
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+
+    open_report()
+    assert not browser.find_element(By.ID, "paired-card").is_displayed()
+    vs = {"policy": "policy", "iteration": 0, "pairs": 200, "b01": 43, "b10": 21, "diff": 0.11,
+          "diff_ci95": [0.035, 0.19], "p_value": 0.0081}
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"env": "household", "results": [
+        {"iteration": 0, "policy": "policy", "dir": "x"}, {"iteration": 0, "policy": "best-of-8", "vs_first": vs}]}))
+    open_report()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#paired-table tbody tr")
+    assert [r.text.split() for r in rows] == [["0", "best-of-8", "200", "+11.0", "[+3.5,", "+19.0]", "43", "/", "21",
+                                                "0.0081"]]
+    assert "iteration 0 policy" in browser.find_element(By.ID, "paired-note").text
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -256,4 +256,15 @@ def collect(root: Path, max_trajectories: int = 400) -> dict[str, Any]:
         trajectories[pid] = views
     _unique_names(policies)
     return {"root": str(root.resolve()), "title": root.resolve().name, "policies": policies, "sweeps": sweeps,
-            "training": _training_logs(folders, root), "trajectories": trajectories}
+            "paired": _paired_rows(root), "training": _training_logs(folders, root), "trajectories": trajectories}
+
+
+def _paired_rows(root: Path) -> list[dict[str, Any]]:
+    """A `proctor run` or quickstart folder's result rows paired with its first row (`vs_first` in its
+    summary.json, `proctor.pipeline.run.paired_with_first`); none for other folders."""
+    path = root / "summary.json"
+    if not path.is_file() or is_eval_summary(path):
+        return []
+    results = read_json(path).get("results")
+    return [{k: r[k] for k in ("iteration", "policy", "vs_first")} for r in results or []
+            if isinstance(r, dict) and (r.get("vs_first") or {}).get("diff") is not None]
