@@ -64,7 +64,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--states-n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.states_n < 1:
+        ap.error(f"--states-n must be >= 1, got {args.states_n}")
     prefixes = [p for p in held_out_states(args.states, args.states_n, args.seed) if p.admissible_actions]
+    if not prefixes:
+        ap.error(f"--states {args.states}: no step with a list of admissible actions (the `choice` policies rank "
+                 "those; evaluate them on an env that lists its actions)")
     scorer = open_scorer(args.prm)
     agents = [ChoiceAgent(p, prompt=PromptConfig(**_PROMPT)) for p in args.policy]
     rows: list[list[dict[str, float]]] = [[] for _ in agents]

@@ -109,7 +109,7 @@ def test_a_runs_results_are_paired_with_its_first_row(report_root):  # noqa: F81
     table = paired_table({"results": results})
     assert table is not None and table.row_count == 2
     cells = [list(column.cells) for column in table.columns]
-    assert [c[0] for c in cells] == ["0", "expert", "4", "+100.0", "[+100.0, +100.0]", "4 / 0", "0.12"]
+    assert [c[0] for c in cells] == ["0", "expert", "4", "+100.0 [+100.0, +100.0]", "4 / 0", "0.12"]
     assert paired_table({"results": results[:1]}) is None
 
 

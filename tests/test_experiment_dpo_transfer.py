@@ -27,7 +27,7 @@ def test_state_stats_and_interval_by_hand():
                                                                       round(2 + 1.96 / math.sqrt(3), 4)]}
 
 
-def test_end_to_end_on_a_tiny_policy(tiny_model_dir, tmp_path):
+def test_end_to_end_on_a_tiny_policy(tiny_model_dir, tmp_path, capsys):
     from proctor.prm.model import ProcessRewardModel
     from proctor.rollout import RolloutConfig, run_rollout
 
@@ -40,5 +40,9 @@ def test_end_to_end_on_a_tiny_policy(tiny_model_dir, tmp_path):
     assert out["states"] == 5
     first = out["policies"][str(tiny_model_dir)]
     assert 0 <= first["p_best"]["mean"] <= 1 and first["entropy"]["mean"] > 0
+    with pytest.raises(SystemExit):
+        transfer.main(["--states", str(tmp_path / "states"), "--prm", str(prm), "--policy", str(tiny_model_dir),
+                       "--states-n", "0"])
+    assert "--states-n must be >= 1, got 0" in capsys.readouterr().err
     # a policy against itself: every paired difference is 0
     assert all(v == {"mean": 0.0, "ci95": [0.0, 0.0]} for v in out["minus_first"][str(tiny_model_dir)].values())

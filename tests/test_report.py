@@ -143,7 +143,8 @@ def test_a_runs_paired_rows_are_shown(tmp_path):
           "diff_ci95": [0.035, 0.19], "p_value": 0.008}
     (tmp_path / "summary.json").write_text(json.dumps({"env": "household", "results": [
         {"iteration": 0, "policy": "policy", "dir": "x"},
-        {"iteration": 0, "policy": "best-of-8", "dir": "y", "vs_first": vs}]}))
+        {"iteration": 0, "policy": "best-of-8", "dir": "y", "vs_first": vs},
+        {"iteration": 1, "policy": "cut short", "vs_first": {"diff": 0.1}}]}))  # incomplete: left out
     assert collect(tmp_path)["paired"] == [{"iteration": 0, "policy": "best-of-8", "vs_first": vs}]
     html = build_report(tmp_path).read_text()
     assert 'id="paired-table"' in html and "renderPaired()" in html

@@ -150,7 +150,7 @@ def compare_cmd(
 ) -> None:
     """Evaluations side by side; each is paired with the first on the (task, sample) keys both ran
     (McNemar's exact test, and a per-task bootstrap interval of the difference in success)."""
-    from proctor.evaluation.compare import compare
+    from proctor.evaluation.compare import compare, diff_text
 
     try:
         result = compare(dirs, resamples=resamples, seed=seed)
@@ -165,8 +165,7 @@ def compare_cmd(
         table.add_row(
             r["policy"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]), f"{r['mean_steps']:.2f}",
             str(r["env_steps"] if r["env_steps"] is not None else "—"), str(r["pairs"]) if paired else "—",
-            f"{100 * r['diff']:+.1f} [{100 * r['diff_ci95'][0]:+.1f}, {100 * r['diff_ci95'][1]:+.1f}]"
-            if r["diff"] is not None else "—",
+            diff_text(r["diff"], r["diff_ci95"]) if r["diff"] is not None else "—",
             f"{r['b10']} / {r['b01']}" if paired else "—",
             f"{r['p_value']:.4g}" if r["p_value"] is not None else "—")
     console.print(table, width=max(console.width, 150))

@@ -25,6 +25,11 @@ class Comparison:
         return {"test": self.test, "rows": self.rows}
 
 
+def diff_text(diff: float, ci95: list[float] | tuple[float, float]) -> str:
+    """A paired difference in success points with its interval: "+11.0 [+3.5, +19.0]"."""
+    return f"{100 * diff:+.1f} [{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
+
+
 def paired(base: EvalRun, other: EvalRun, resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
     """The paired statistics of `other` against `base` on their shared (task, sample) keys."""
     a_out, b_out = base.outcomes(), other.outcomes()

@@ -266,5 +266,7 @@ def _paired_rows(root: Path) -> list[dict[str, Any]]:
     if not path.is_file() or is_eval_summary(path):
         return []
     results = read_json(path).get("results")
+    fields = {"pairs", "diff", "diff_ci95", "b01", "b10", "p_value", "iteration", "policy"}
     return [{k: r[k] for k in ("iteration", "policy", "vs_first")} for r in results or []
-            if isinstance(r, dict) and (r.get("vs_first") or {}).get("diff") is not None]
+            if isinstance(r, dict) and isinstance(r.get("vs_first"), dict) and fields <= r["vs_first"].keys()
+            and r["vs_first"]["diff"] is not None]

@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from proctor.evaluation.compare import diff_text
+
 
 def results_table(summary: dict[str, Any], title: str | None = None) -> Table:
     table = Table(title=title or f"{summary.get('env', '')}: held-out test tasks")
@@ -34,13 +36,12 @@ def paired_table(summary: dict[str, Any]) -> Table | None:
         return None
     first = rows[0]["vs_first"]
     table = Table(title=f"paired with iteration {first['iteration']} {first['policy']} on the same tasks")
-    for col in ("iteration", "policy", "pairs", "Δ success points", "95% interval", "won / lost", "McNemar p"):
+    for col in ("iteration", "policy", "pairs", "Δ success points [95%]", "won / lost", "McNemar p"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
         vs = r["vs_first"]
-        lo, hi = vs["diff_ci95"]
-        table.add_row(str(r["iteration"]), r["policy"], str(vs["pairs"]), f"{100 * vs['diff']:+.1f}",
-                      f"[{100 * lo:+.1f}, {100 * hi:+.1f}]", f"{vs['b01']} / {vs['b10']}", f"{vs['p_value']:.2g}")
+        table.add_row(str(r["iteration"]), r["policy"], str(vs["pairs"]), diff_text(vs["diff"], vs["diff_ci95"]),
+                      f"{vs['b01']} / {vs['b10']}", f"{vs['p_value']:.2g}")
     return table
 
 
