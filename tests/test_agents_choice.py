@@ -95,20 +95,28 @@ def plain_logprobs(agent: ChoiceAgent, prefix: Prefix, reply: list[int]) -> list
     return [float(logp[len(prompt) - 1 + j, tok]) for j, tok in enumerate(reply)]
 
 
-def test_scores_equal_a_plain_forward_pass_with_and_without_the_shared_cache(agent, prefixes) -> None:
-    scored = agent.score(prefixes)
-    for prefix, options in zip(prefixes, scored, strict=True):
+def test_scores_equal_a_plain_forward_pass_on_every_path(agent, prefixes, monkeypatch) -> None:
+    """One row per prompt under a tree mask (after the first call), the prompts' KV cache copied per reply (the
+    first call; attention without custom masks), prompt + reply rows (caches that cannot be shared)."""
+    agent._reuse_kv = None
+    cached = agent.score(prefixes)  # the first call: the copied cache, which tells whether it can be shared
+    assert agent._reuse_kv is True
+    tree = agent.score(prefixes)
+    agent._reuse_kv = False
+    try:
+        rows = agent.score(prefixes)
+    finally:
+        agent._reuse_kv = True
+    monkeypatch.setattr("proctor.agents.choice.takes_tree_mask", lambda model: False)
+    cached_again = agent.score(prefixes)
+    for prefix, options in zip(prefixes, tree, strict=True):
         assert [c.action for c in options] == prefix.admissible_actions
         for c in options[:4]:
             assert c.logprobs == pytest.approx(plain_logprobs(agent, prefix, c.token_ids), abs=1e-4)
             assert c.meta["choice_logprob"] == pytest.approx(sum(c.logprobs))
-    agent._reuse_kv = False  # prompt + reply rows instead of the shared cache
-    try:
-        again = agent.score(prefixes)
-    finally:
-        agent._reuse_kv = True
-    for a_row, b_row in zip(scored, again, strict=True):
-        assert [c.logprobs for c in a_row] == [pytest.approx(c.logprobs, abs=1e-4) for c in b_row]
+    for other in (cached, rows, cached_again):
+        for a_row, b_row in zip(tree, other, strict=True):
+            assert [c.logprobs for c in a_row] == [pytest.approx(c.logprobs, abs=1e-4) for c in b_row]
 
 
 def test_small_batches_give_the_same_scores(tiny_model_dir, agent, prefixes) -> None:
