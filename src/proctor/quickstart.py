@@ -40,12 +40,11 @@ _HEAD_DPO: dict[str, Any] = {"tasks": 12, "n_actions": 4, "beta": 0.1, "learning
 
 def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str, Any], *, demos: int,
             sft_steps: int, rollout_tasks: int, prm: dict[str, Any], improve: dict[str, Any], eval_tasks: int,
-            search_tasks: int, beam_tasks: int, n: int) -> dict[str, Any]:
+            beam_tasks: int, n: int) -> dict[str, Any]:
     """What every preset shares, with its sizes: the 128×4 tiny Llama, SFT on the expert's demonstrations (one
     example per step, loss on the agent's turns and 0.2 on the rest), one iteration of rollouts (4 samples per
-    task) → MC-Q → PRM → online DPO, the monitor, and the evaluations: π_k on `eval_tasks` test tasks,
-    best-of-n(π_k, Q0) on the first `search_tasks` and beam search 2×2 with Q0 at iteration 0 on the first
-    `beam_tasks` (search costs n policy samples and n PRM scores per step)."""
+    task) → MC-Q → PRM → online DPO, the monitor, and the evaluations (π_k, best-of-n(π_k, Q0), and beam search
+    2×2 with Q0 at iteration 0 on the first `beam_tasks`)."""
     return {
         "env": env,
         "env_kwargs": env_kwargs,
@@ -62,8 +61,7 @@ def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str,
         "monitor": {"states": 30, "completions": 2},
         "evaluate": {"split": "test", "tasks": eval_tasks, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": policy},
-            {"name": f"best-of-{n} (PRM Q0)", "tasks": search_tasks,
-             "agent": {"kind": "best-of-n", "n": n, "prm": "$prm", "base": policy}},
+            {"name": f"best-of-{n} (PRM Q0)", "agent": {"kind": "best-of-n", "n": n, "prm": "$prm", "base": policy}},
             {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": beam_tasks,
              "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},
@@ -80,9 +78,8 @@ def _household() -> dict[str, Any]:
            "learning_rate": 1e-3}
     improve = {"states_from": "$rollouts", "max_states": 700, "n_actions": 8, "beta": 0.5, "learning_rate": 5e-5,
                "batch_size": 8, "epochs": 2}
-    env = {"preset": "small", "max_steps": 20, "num_tasks": {"test": 600}}
-    return _preset("household", env, "search", _policy(1.0), demos=2000, sft_steps=1200, rollout_tasks=100,
-                   prm=prm, improve=improve, eval_tasks=600, search_tasks=200, beam_tasks=40, n=8)
+    return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,
+                   sft_steps=1200, rollout_tasks=100, prm=prm, improve=improve, eval_tasks=200, beam_tasks=40, n=8)
 
 
 def _generating(env: str, expert: str, max_steps: int, history: int | None) -> dict[str, Any]:
@@ -93,7 +90,7 @@ def _generating(env: str, expert: str, max_steps: int, history: int | None) -> d
     policy = {**_policy(1.0, "hf", prompt), "max_new_tokens": 24}
     prm = {**_HEAD_PRM, "training": {**_HEAD_PRM["training"], "max_steps": 100}}
     return _preset(env, {"max_steps": max_steps}, expert, policy, demos=1000, sft_steps=800, rollout_tasks=24,
-                   prm=prm, improve=_HEAD_DPO, eval_tasks=50, search_tasks=50, beam_tasks=20, n=4)
+                   prm=prm, improve=_HEAD_DPO, eval_tasks=50, beam_tasks=20, n=4)
 
 
 def _twenty_questions() -> dict[str, Any]:
