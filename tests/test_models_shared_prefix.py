@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from proctor.models import load, shared_prefix
-from proctor.models.shared_prefix import shared_prefix_logprobs, takes_tree_mask, tree_mask
+from proctor.models.sequences import completion_logprobs, sequence_logprobs
+from proctor.models.shared_prefix import (
+    shared_prefix_logprobs,
+    shared_prefix_token_logprobs,
+    takes_tree_mask,
+    tree_mask,
+)
 
 PROMPTS = [[5, 6, 7, 8, 9, 30, 31], [12, 13], [18, 19, 20, 40], [22, 23]]
 #: (prompt index, completion): interleaved prompts, one- and many-token completions; prompt 3 has none
@@ -51,6 +57,20 @@ def test_logprobs_equal_one_forward_per_completion(model, attention) -> None:
     assert len(rows) == len(COMPLETIONS)
     for (i, c), row in zip(COMPLETIONS, rows, strict=True):
         assert row == pytest.approx(_reference(model, PROMPTS[i], c), abs=1e-5)
+
+
+def test_gradients_equal_those_of_one_row_per_completion(model) -> None:
+    """Σ over completions of their summed log-probs: the same gradient as prompt + completion rows."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    torch.stack([row.sum() for row in shared_prefix_token_logprobs(model, PROMPTS, COMPLETIONS, pad_id=0)]).sum().backward()
+    tree = [p.grad.clone() for p in params]
+    model.zero_grad()
+    logps, mask = completion_logprobs(model, [(PROMPTS[i], c) for i, c in COMPLETIONS], pad_id=0)
+    sequence_logprobs(logps, mask).sum().backward()
+    for a, p in zip(tree, params, strict=True):
+        assert torch.allclose(a, p.grad, atol=1e-5)
+    model.zero_grad()
 
 
 def test_chunks_give_the_same_logprobs(model, monkeypatch) -> None:

@@ -248,3 +248,34 @@ def test_a_prm_that_prefers_nothing_skips_dpo_and_says_so(tmp_path, caplog):
     before = load_file(tmp_path / "run/iter-0/policy/model.safetensors")
     after = load_file(tmp_path / "run/iter-1/policy/model.safetensors")
     assert before.keys() == after.keys() and all((before[k] == after[k]).all() for k in before)
+
+
+@pytest.mark.slow
+def test_best_of_n_distillation_improves_the_policy_in_the_loop(tmp_path):
+    cfg = toy_config(tmp_path / "run")
+    cfg["prm"] = {"kind": "likelihood", "steps": 3, "batch_size": 4}
+    cfg["improve"] = {"method": "bon-distill", "init": "$prm", "states_from": "$rollouts", "max_states": 5,
+                      "n": 4, "epochs": 1, "batch_size": 2}
+    cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:1]
+    summary = run_pipeline(PipelineConfig.model_validate(cfg))
+    assert [(r["iteration"], r["policy"]) for r in summary["results"]] == [(0, "policy"), (1, "policy")]
+    improve = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]["iter-0/improve"]
+    assert improve["config"]["init"] == improve["config"]["prm"] == str(tmp_path / "run" / "iter-0" / "prm")
+    assert improve["config"]["policy"] == str(tmp_path / "run" / "iter-0" / "policy")
+    assert improve["config"]["prompt"]["history"] == 2  # the policy agent's prompt
+    assert 0 < improve["result"]["states"] <= 5 and improve["result"]["curve"]
+    assert (tmp_path / "run" / "iter-1" / "policy" / "model.safetensors").is_file()
+    # its config errors, before any stage runs
+    cases = [({"method": "bon"}, "improve.method: 'bon' is not one of online-dpo, bon-distill"),
+             ({"method": "bon-distill"}, "improve.states_from: bon-distill needs its states"),
+             ({"method": "bon-distill", "states_from": "$rollouts", "n_actions": 8},
+              "improve.n_actions: not a field of best-of-N distillation here"),
+             ({"method": "bon-distill", "states_from": "$rollouts", "n": 0}, "improve.n: Input should be greater")]
+    for improve_section, message in cases:
+        cfg["improve"] = improve_section
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PipelineConfig.model_validate(cfg)
+    cfg["improve"] = {"method": "bon-distill", "states_from": "$rollouts"}
+    cfg["policy_agent"] = {"kind": "hf", "temperature": 1.0}
+    with pytest.raises(ValueError, match="bon-distill needs the `choice` policy agent"):
+        PipelineConfig.model_validate(cfg)

@@ -96,3 +96,18 @@ def test_budgets_add_and_come_from_candidate_meta():
         for s in plain.steps]})
     assert trajectory_budget(searched).as_dict() == {"env_steps": 2, "replayed_steps": 0, "forks": 0,
                                                      "candidates": 16, "generated_tokens": 80, "prm_calls": 10}
+
+
+def test_best_of_n_probabilities_by_hand():
+    from proctor.stats import best_of_n_probabilities
+
+    p, q = [0.5, 0.3, 0.2], [0.1, 0.9, 0.5]
+    # n = 2, by score: a0 (F = 0.5), a2 (F = 0.7), a1 (F = 1): 0.5² = 0.25, 0.7² − 0.5² = 0.24, 1 − 0.7² = 0.51
+    assert best_of_n_probabilities(p, q, 2) == pytest.approx([0.25, 0.51, 0.24])
+    assert best_of_n_probabilities(p, q, 1) == pytest.approx(p)
+    # a tie between a1 and a2 (score 0.9): the group gets 1 − 0.5² = 0.75, split 0.3 : 0.2
+    assert best_of_n_probabilities(p, [0.1, 0.9, 0.9], 2) == pytest.approx([0.25, 0.45, 0.30])
+    # an action the policy never draws is never chosen, whatever its score
+    assert best_of_n_probabilities([0.0, 1.0], [1.0, 0.0], 8) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="need equal"):
+        best_of_n_probabilities([1.0], [0.1, 0.2], 2)

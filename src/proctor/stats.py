@@ -1,4 +1,5 @@
-"""Statistics shared across layers (no model libraries): ranking quality of scores against labels."""
+"""Statistics shared across layers (no model libraries): ranking quality of scores against labels, and the law of
+best-of-n's pick."""
 
 from __future__ import annotations
 
@@ -28,3 +29,27 @@ def auroc(scores: Sequence[float], labels: Sequence[float]) -> float:
             start = end
     n_pos, n_neg = int(classes.sum()), int((~classes).sum())
     return float((ranks[classes].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def best_of_n_probabilities(probs: Sequence[float], scores: Sequence[float], n: int) -> list[float]:
+    """The law of per-step best-of-n's action when the base policy draws action a with probability p(a) and the
+    PRM scores it Q(a): a is chosen iff it is drawn and nothing drawn scores higher, so
+
+        P(a) = F(a)^n − F⁻(a)^n,   F(a) = Σ_{b: Q(b) ≤ Q(a)} p(b),   F⁻(a) = Σ_{b: Q(b) < Q(a)} p(b)
+
+    (the distribution of the maximum of n draws; the target of best-of-n distillation, BOND, Sessa et al. 2024,
+    arXiv 2407.14622). Actions with equal scores share their group's probability in proportion to p (the agent
+    breaks such ties by draw count and order). n = 1 gives p back; as n grows, the mass goes to the best action
+    that p can draw."""
+    if len(probs) != len(scores) or not probs or n < 1:
+        raise ValueError(f"{len(probs)} probabilities, {len(scores)} scores, n = {n}: need equal, non-empty, n >= 1")
+    out, below = [0.0] * len(probs), 0.0
+    for q in sorted(set(scores)):
+        tied = [i for i, s in enumerate(scores) if s == q]
+        mass = sum(probs[i] for i in tied)
+        if mass > 0:
+            share = (below + mass) ** n - below ** n
+            for i in tied:
+                out[i] = share * probs[i] / mass
+        below += mass
+    return out

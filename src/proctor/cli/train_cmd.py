@@ -1,5 +1,5 @@
 """`proctor train ...`: train a policy from a YAML config (`sft`: supervised fine-tuning on demonstrations;
-`dpo`: online DPO against a PRM; `grpo`, `ppo`: policy gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based
+`dpo`: online DPO against a PRM; `bon-distill`: best-of-N distillation against a PRM; `grpo`, `ppo`: policy gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based
 methods and online filtered BC)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import typer
 from proctor.cli.options import validated_config
 from proctor.cli.root import app
 
-train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO, GRPO/PPO, ArCHer/CHAI/filtered BC.",
+train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO, best-of-N distillation, GRPO/PPO, "
+                        "ArCHer/CHAI/filtered BC.",
                         no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
@@ -58,6 +59,25 @@ def dpo(
         row["train"] = {k: v for k, v in metrics.get("train", {}).items() if k != "log"}
         typer.echo(json.dumps(row))
     typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
+
+
+@train_app.command("bon-distill")
+def bon_distill(
+    config: Annotated[Path, typer.Argument(help="BonDistillConfig YAML (see `proctor.rl.bon_distill`)")],
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+) -> None:
+    """Best-of-N distillation: train a `choice` policy towards the action law of best-of-N(policy, PRM) at the
+    policy's states; prints the policy folder, the states and the loss as JSON."""
+    from proctor.cli.errors import user_errors
+    from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
+
+    cfg = validated_config(config, BonDistillConfig, output_dir)
+    with user_errors(str(config)):
+        policy_dir = train_bon_distill(cfg)
+    metrics = json.loads((cfg.output_dir / METRICS_FILE).read_text())
+    typer.echo(json.dumps({"policy_dir": str(policy_dir), "states": metrics["states"],
+                           "loss_first": metrics["curve"][0]["loss"], "loss_last": metrics["curve"][-1]["loss"],
+                           "seconds": metrics["seconds"]}))
 
 
 def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None:

@@ -12,7 +12,8 @@ The mask is additive (0 or the dtype's lowest value), which the `sdpa` and `eage
 so callers check `takes_tree_mask` and a model's cache type (`proctor.agents.prefix_cache.reusable_cache`).
 
     rows = shared_prefix_logprobs(model, prompts, [(prompt index, completion ids), ...], pad_id)
-    # rows[j]: log π of each token of completion j given its prompt
+    # rows[j]: log π of each token of completion j given its prompt (floats; `shared_prefix_token_logprobs`:
+    # tensors with gradients, for a loss over all the actions at a state)
 """
 
 from __future__ import annotations
@@ -45,7 +46,16 @@ def tree_mask(segments: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def shared_prefix_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
                            completions: Sequence[tuple[int, Sequence[int]]], pad_id: int) -> list[list[float]]:
     """Per-token log π of every completion (an index into `prompts` and its token ids) given its prompt, in the
-    order given (module docstring). Inference only: no gradients."""
+    order given (module docstring), without gradients."""
+    with torch.inference_mode():
+        return [row.tolist() for row in shared_prefix_token_logprobs(model, prompts, completions, pad_id)]
+
+
+def shared_prefix_token_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
+                                 completions: Sequence[tuple[int, Sequence[int]]], pad_id: int
+                                 ) -> list[torch.Tensor]:
+    """`shared_prefix_logprobs` as one float32 tensor per completion, with gradients where autograd is on (the
+    trainers' form: a loss over all the actions at a state)."""
     if any(not p for p in prompts) or any(not c for _, c in completions):
         raise ValueError("empty prompt or completion")
     groups: list[list[int]] = [[] for _ in prompts]
@@ -54,17 +64,19 @@ def shared_prefix_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[in
     used = [i for i in range(len(prompts)) if groups[i]]
     width = max(len(prompts[i]) + sum(len(completions[j][1]) for j in groups[i]) for i in used)
     per_pass = max(1, MAX_MASK_ENTRIES // (width * width))
-    out: list[list[float]] = [[] for _ in completions]
-    with torch.inference_mode():
-        for start in range(0, len(used), per_pass):
-            _score_rows(model, [(prompts[i], [completions[j][1] for j in groups[i]]) for i in used[start:start + per_pass]],
-                        [j for i in used[start:start + per_pass] for j in groups[i]], pad_id, out)
+    out: list[torch.Tensor] = [torch.empty(0)] * len(completions)
+    for start in range(0, len(used), per_pass):
+        chunk = used[start:start + per_pass]
+        rows = _score_rows(model, [(prompts[i], [completions[j][1] for j in groups[i]]) for i in chunk], pad_id)
+        for j, row in zip((j for i in chunk for j in groups[i]), rows, strict=True):
+            out[j] = row
     return out
 
 
 def _score_rows(model: torch.nn.Module, rows: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
-                order: Sequence[int], pad_id: int, out: list[list[float]]) -> None:
-    """Fill `out[order[...]]` with the log-probs of `rows` (prompt, its completions), one forward pass."""
+                pad_id: int) -> list[torch.Tensor]:
+    """The per-token log-probs of every completion of `rows` (prompt, its completions), in row order, from one
+    forward pass."""
     lengths = [len(p) + sum(len(c) for c in cs) for p, cs in rows]
     width, keep = max(lengths), max(sum(len(c) for c in cs) for _, cs in rows) + 1
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -83,13 +95,13 @@ def _score_rows(model: torch.nn.Module, rows: Sequence[tuple[Sequence[int], Sequ
     mask = tree_mask(segments, next(model.parameters()).dtype)
     logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev),
                    use_cache=False, logits_to_keep=keep).logits
-    logp = torch.log_softmax(logits.float(), dim=-1).cpu()  # column c: position width − keep + c
-    k = iter(order)
-    for b, (prompt, comps) in enumerate(rows):
+    logp = torch.log_softmax(logits.float(), dim=-1)  # column c: position width − keep + c
+    out = []
+    for b, (_, comps) in enumerate(rows):
         last = keep - 1 - sum(len(c) for c in comps)  # the prompt's last token predicts each first token
         col = last
         for c in comps:
-            targets = torch.tensor(list(c))
-            cols = torch.tensor([last] + list(range(col + 1, col + len(c))))
-            out[next(k)] = logp[b, cols, targets].tolist()
+            cols = torch.tensor([last] + list(range(col + 1, col + len(c))), device=dev)
+            out.append(logp[b, cols, torch.tensor(list(c), device=dev)])
             col += len(c)
+    return out

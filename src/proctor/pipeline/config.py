@@ -99,6 +99,10 @@ class CandidatesSection(_Section):
 #: the loop's own trajectory stores, as config values name them (`proctor.pipeline.run.loop_store`)
 LOOP_STORES = ("$demos", "$rollouts")
 
+#: how the loop improves π_k against Q_k (`improve.method`): AgentPRM's online DPO (`proctor.rl.online_dpo`) or
+#: best-of-N distillation (`proctor.rl.bon_distill`, whose `init: $prm` starts π_{k+1} from Q_k's LM)
+IMPROVE_METHODS = ("online-dpo", "bon-distill")
+
 
 def check_section(name: str, what: str, config: type[BaseModel], section: dict[str, Any],
                   loop: dict[str, Any]) -> None:
@@ -186,8 +190,10 @@ class PipelineConfig(_Section):
                                 "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: "
                                 "$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts)")
     improve: dict[str, Any] = Field(default_factory=dict,
-                                    description="OnlineDPOConfig fields (not policy/prm/output_dir/env); "
-                                    "`states_from: $rollouts` takes DPO's states from the iteration's rollouts")
+                                    description="`method: online-dpo` (default) and OnlineDPOConfig fields (not "
+                                    "policy/prm/output_dir/env), or `method: bon-distill` and BonDistillConfig "
+                                    "fields (`init: $prm`: from Q_k's LM); `states_from: $rollouts` takes the "
+                                    "states from the iteration's rollouts")
     evaluate: EvalSection
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
@@ -227,16 +233,33 @@ class PipelineConfig(_Section):
 
     @model_validator(mode="after")
     def _improve_fields(self) -> PipelineConfig:
-        from proctor.rl.online_dpo import OnlineDPOConfig
-
-        states = self.improve.get("states_from")
+        method = self.improve.get("method", "online-dpo")
+        if method not in IMPROVE_METHODS:
+            raise ValueError(f"improve.method: {method!r} is not one of {', '.join(IMPROVE_METHODS)}")
+        section = {k: v for k, v in self.improve.items() if k != "method"}
+        states = section.get("states_from")
         if states not in (None, "$rollouts") and not (Path(states) / "manifest.json").is_file():
             raise ValueError(f"improve.states_from: {states!r} is neither `$rollouts` (the iteration's rollouts) "
                              "nor a trajectory store (no manifest.json)")
-        check_section("improve", "online DPO", OnlineDPOConfig,
-                      {"seed": self.seed, "agent": self.policy_agent, **self.improve},
-                      {"policy": "$policy", "prm": "$prm", "output_dir": "$out", "env": self.env,
-                       "env_kwargs": self.env_kwargs})
+        if method == "online-dpo":
+            from proctor.rl.online_dpo import OnlineDPOConfig
+
+            check_section("improve", "online DPO", OnlineDPOConfig, {"seed": self.seed, "agent": self.policy_agent,
+                                                                      **section},
+                          {"policy": "$policy", "prm": "$prm", "output_dir": "$out", "env": self.env,
+                           "env_kwargs": self.env_kwargs})
+            return self
+        from proctor.rl.bon_distill import BonDistillConfig
+
+        if self.policy_agent.get("kind") != "choice":
+            raise ValueError(f"improve.method: bon-distill needs the `choice` policy agent (it distils over the env's "
+                             f"admissible actions); policy_agent.kind is {self.policy_agent.get('kind')!r}")
+        if "states_from" not in section:
+            raise ValueError("improve.states_from: bon-distill needs its states: `$rollouts` (the iteration's "
+                             "rollouts of π_k) or a trajectory store")
+        check_section("improve", "best-of-N distillation", BonDistillConfig,
+                      {"seed": self.seed, "prompt": self.policy_agent.get("prompt") or {}, **section},
+                      {"policy": "$policy", "prm": "$prm", "output_dir": "$out"})
         return self
 
     @model_validator(mode="after")

@@ -50,6 +50,13 @@ def fill(value: Any, policy: Path, prm: Path | None) -> Any:
     return value
 
 
+def fresh_stage(work: Path, nxt: Path) -> None:
+    """Start a policy-improvement stage over: remove an interrupted attempt's `work` folder, make `nxt`'s parent."""
+    if work.exists():
+        shutil.rmtree(work)
+    nxt.parent.mkdir(parents=True, exist_ok=True)
+
+
 def loop_store(name: str, demos: Path, rollouts: Path) -> str:
     """A trajectory store named in the loop's config (a likelihood PRM's `anchor`, online DPO's `states_from`):
     `$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts of π_k (its own states: as the
@@ -233,23 +240,35 @@ class Pipeline:
         return row
 
     def improve(self, k: int, policy: Path, prm: Path) -> Path:
-        from proctor.rl.online_dpo import NoPreferencePairs, OnlineDPOConfig, train_online_dpo
-
+        """π_{k+1} from π_k and Q_k: online DPO (`improve.method: online-dpo`, the default) or best-of-N
+        distillation (`bon-distill`)."""
         work = self.out / f"iter-{k}" / "improve"
         nxt = self.out / f"iter-{k + 1}" / "policy"
-        section = dict(self.cfg.improve)
+        section = {key: v for key, v in self.cfg.improve.items() if key != "method"}
         if "states_from" in section:  # `$rollouts`: π_k's rollouts of this iteration, already made for Q_k
             section["states_from"] = loop_store(section["states_from"], self.out / "demos",
                                                   self.out / f"iter-{k}" / "rollouts")
+        if self.cfg.improve.get("method") == "bon-distill":
+            train, dcfg = self._bon_distill(section, policy, prm, work, nxt)
+        else:
+            train, dcfg = self._online_dpo(k, section, policy, prm, work, nxt)
+        inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
+        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
+                                  outputs=[nxt / "config.json"], config=dcfg, run=train,
+                                  result=lambda r: r)
+        self.report("improve", rec)
+        return nxt
+
+    def _online_dpo(self, k: int, section: dict[str, Any], policy: Path, prm: Path, work: Path, nxt: Path
+                    ) -> tuple[Callable[[], dict[str, Any]], Any]:
+        from proctor.rl.online_dpo import NoPreferencePairs, OnlineDPOConfig, train_online_dpo
+
         dcfg = OnlineDPOConfig(**{"seed": self.cfg.seed, "agent": self.cfg.policy_agent, **section,
                                   "policy": str(policy), "prm": prm, "output_dir": work, "env": self.cfg.env,
                                   "env_kwargs": self.cfg.env_kwargs})
-        inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
 
         def train() -> dict[str, Any]:
-            if work.exists():  # an interrupted attempt: start the stage over
-                shutil.rmtree(work)
-            nxt.parent.mkdir(parents=True, exist_ok=True)
+            fresh_stage(work, nxt)
             try:
                 result = train_online_dpo(dcfg)
             except NoPreferencePairs as e:  # the PRM prefers nothing: π_{k+1} is π_k, and the record says so
@@ -259,11 +278,24 @@ class Pipeline:
             shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
             return {"iterations": result.iterations}
 
-        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
-                                  outputs=[nxt / "config.json"], config=dcfg, run=train,
-                                  result=lambda r: r)
-        self.report("improve", rec)
-        return nxt
+        return train, dcfg
+
+    def _bon_distill(self, section: dict[str, Any], policy: Path, prm: Path, work: Path, nxt: Path
+                     ) -> tuple[Callable[[], dict[str, Any]], Any]:
+        from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
+
+        init = section.pop("init", None)
+        dcfg = BonDistillConfig(**{"seed": self.cfg.seed, "prompt": self.cfg.policy_agent.get("prompt") or {},
+                                   **section, "policy": str(policy), "prm": str(prm), "output_dir": work,
+                                   "init": str(prm) if init == "$prm" else init})
+
+        def train() -> dict[str, Any]:
+            fresh_stage(work, nxt)
+            shutil.copytree(train_bon_distill(dcfg), nxt, dirs_exist_ok=True)
+            metrics = json.loads((work / METRICS_FILE).read_text())
+            return {key: metrics[key] for key in ("states", "mean_top_target", "curve", "seconds")}
+
+        return train, dcfg
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""Best-of-N distillation: the loss by hand, the targets are best-of-N's law of the proposer and the PRM, and a
+run end to end moves a tiny student towards them; bad input is refused before any work."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from proctor.agents.choice import ChoiceAgent, choice_probabilities
+from proctor.prm.likelihood import open_scorer
+from proctor.prompts import PromptConfig, prefix_at
+from proctor.rl.bon_distill import (
+    BonDistillConfig,
+    best_of_n_targets,
+    choice_log_probs,
+    soft_cross_entropy,
+    train_bon_distill,
+)
+from proctor.stats import best_of_n_probabilities
+from proctor.trajectory import TrajectoryStore
+
+PROMPT = PromptConfig(history=2, memory=True, show_admissible=False, system="")
+
+
+def test_soft_cross_entropy_by_hand():
+    # t = [0.25, 0.75], π = [0.5, 0.5]: −(0.25 + 0.75) ln 0.5 = ln 2
+    assert float(soft_cross_entropy(torch.log(torch.tensor([0.5, 0.5])), torch.tensor([0.25, 0.75]))) == \
+        pytest.approx(math.log(2))
+    # a one-hot target: the negative log-probability of its action, −ln 0.2
+    assert float(soft_cross_entropy(torch.log(torch.tensor([0.8, 0.2])), torch.tensor([0.0, 1.0]))) == \
+        pytest.approx(-math.log(0.2))
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_model_dir, tmp_path_factory):
+    from proctor.prm.model import ProcessRewardModel
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    tmp = tmp_path_factory.mktemp("bond")
+    torch.manual_seed(0)
+    prm = ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(tmp / "prm")
+    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, out=tmp / "states",
+                              split="train", tasks=3, agent={"kind": "random"}, progress=False))
+    return tmp, str(prm)
+
+
+def test_targets_are_best_of_n_of_the_proposer_and_the_prm(setup, tiny_model_dir):
+    tmp, prm = setup
+    agent, scorer = ChoiceAgent(tiny_model_dir, prompt=PROMPT), open_scorer(prm)
+    prefix = prefix_at(TrajectoryStore.open(tmp / "states").load()[0], 0)
+    [target] = best_of_n_targets(agent, scorer, [prefix], 4, progress=False)
+    [cands] = agent.score([prefix])
+    p = choice_probabilities([c.meta["choice_logprob"] for c in cands], 1.0)
+    assert target.probs == pytest.approx(best_of_n_probabilities(p, scorer.score_actions(prefix, [c.action for c in cands]), 4))
+    assert target.replies == [list(c.token_ids) for c in cands]
+    # the student's choice distribution is the agent's own
+    with torch.no_grad():
+        [logp] = choice_log_probs(agent, [target])
+    assert logp.exp().tolist() == pytest.approx(p, abs=1e-5)
+
+
+def test_end_to_end_the_student_moves_towards_the_targets(setup, tiny_model_dir, tmp_path):
+    tmp, prm = setup
+    cfg = BonDistillConfig(policy=str(tiny_model_dir), prm=prm, states_from=tmp / "states", output_dir=tmp_path / "d",
+                           prompt=PROMPT, max_states=6, epochs=4, batch_size=3, learning_rate=1e-3, progress=False)
+    policy_dir = train_bon_distill(cfg)
+    assert (policy_dir / "model.safetensors").is_file()
+    metrics = (tmp_path / "d" / "metrics.json").read_text()
+    assert '"states": 6' in metrics
+    states = [prefix_at(t, i) for t in TrajectoryStore.open(tmp / "states").load() for i in range(len(t.steps))]
+    targets = best_of_n_targets(ChoiceAgent(tiny_model_dir, prompt=PROMPT), open_scorer(prm), states, 8, False)
+
+    def cross_entropy(path) -> float:
+        with torch.no_grad():
+            logps = choice_log_probs(ChoiceAgent(str(path), prompt=PROMPT), targets)
+        return sum(float(soft_cross_entropy(lp, torch.tensor(t.probs))) for t, lp in zip(targets, logps, strict=True))
+
+    assert cross_entropy(policy_dir) < cross_entropy(tiny_model_dir)
+    with pytest.raises(FileExistsError, match="output_dir is not empty"):
+        train_bon_distill(cfg)
