@@ -1,7 +1,8 @@
-"""Does a policy put its mass where the PRM does, at states it was not trained on? (a diagnosis of online DPO)
+"""Does a policy put its mass where the PRM does, at states it was not trained on? (a diagnosis of online DPO and
+best-of-N distillation)
 
     python experiments/dpo_transfer.py --states runs/ev/pi0-valid/trajectories --prm runs/qs/iter-0/prm \
-        --policy runs/qs/iter-0/policy --policy runs/qs/iter-1/policy [--states-n 300] [--seed 0]
+        --policy runs/qs/iter-0/policy --policy runs/qs/iter-1/policy [--states-n 300] [--n 8] [--seed 0]
 
 At `--states-n` states drawn from a trajectory store (e.g. π0's evaluation on the valid tasks: states no DPO pair
 came from), each `choice` policy's distribution p over the admissible actions (T = 1) is set beside the PRM's
@@ -11,7 +12,10 @@ policy's paired difference with the first (`minus_first`, the same states):
 - `expected_q`: Σ_a p(a) Q(a), the PRM score of the policy's next action on average;
 - `p_best`: p(argmax_a Q), the mass on the PRM's favourite action;
 - `mode_is_best`: whether the policy's most likely action is the PRM's favourite;
-- `entropy`: −Σ_a p(a) log p(a), in nats (sharpening lowers it).
+- `entropy`: −Σ_a p(a) log p(a), in nats (sharpening lowers it);
+- `kl_to_best_of_n`: KL(π_N ‖ p), where π_N is the action law of best-of-`--n`(first policy, PRM)
+  (`proctor.stats.best_of_n_probabilities`), the target of best-of-N distillation;
+- `mode_is_best_of_n_mode`: whether the policy's most likely action is π_N's.
 
 Online DPO against the PRM should raise the first three at held-out states; a policy that only lowers its entropy
 has been sharpened, not taught the PRM's ranking. Prints one JSON object.
@@ -28,6 +32,7 @@ from collections.abc import Sequence
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.prm.likelihood import open_scorer
 from proctor.prompts import Prefix, PromptConfig, prefix_at
+from proctor.stats import best_of_n_probabilities
 from proctor.trajectory import TrajectoryStore
 
 _PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
@@ -42,12 +47,15 @@ def held_out_states(store: str, n: int, seed: int) -> list[Prefix]:
     return [prefix_at(t, i) for t, i in where[:n]]
 
 
-def state_stats(probs: Sequence[float], scores: Sequence[float]) -> dict[str, float]:
-    """The four per-state numbers of the module docstring for one policy's p and the PRM's Q."""
+def state_stats(probs: Sequence[float], scores: Sequence[float], target: Sequence[float]) -> dict[str, float]:
+    """The per-state numbers of the module docstring for one policy's p, the PRM's Q and best-of-N's law π_N."""
     best = max(range(len(scores)), key=scores.__getitem__)
     mode = max(range(len(probs)), key=probs.__getitem__)
+    target_mode = max(range(len(target)), key=target.__getitem__)
+    kl = sum(t * (math.log(t) - math.log(max(p, 1e-300))) for t, p in zip(target, probs, strict=True) if t > 0)
     return {"expected_q": sum(p * q for p, q in zip(probs, scores, strict=True)), "p_best": probs[best],
-            "mode_is_best": float(mode == best), "entropy": -sum(p * math.log(p) for p in probs if p > 0)}
+            "mode_is_best": float(mode == best), "entropy": -sum(p * math.log(p) for p in probs if p > 0),
+            "kl_to_best_of_n": kl, "mode_is_best_of_n_mode": float(mode == target_mode)}
 
 
 def mean_ci(xs: Sequence[float]) -> dict[str, float]:
@@ -62,10 +70,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     ap.add_argument("--prm", required=True, help="the PRM folder the policies were trained against")
     ap.add_argument("--policy", action="append", required=True, help="a policy folder (repeat to compare)")
     ap.add_argument("--states-n", type=int, default=300)
+    ap.add_argument("--n", type=int, default=8, help="N of best-of-N(first policy, PRM) for the π_N columns")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.states_n < 1:
-        ap.error(f"--states-n must be >= 1, got {args.states_n}")
+    if args.states_n < 1 or args.n < 1:
+        ap.error(f"--states-n and --n must be >= 1, got {args.states_n} and {args.n}")
     prefixes = [p for p in held_out_states(args.states, args.states_n, args.seed) if p.admissible_actions]
     if not prefixes:
         ap.error(f"--states {args.states}: no step with a list of admissible actions (the `choice` policies rank "
@@ -79,9 +88,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for j, prefix in enumerate(chunk):
             actions = [c.action for c in scored[0][j]]
             q = scorer.score_actions(prefix, actions)
-            for k, per_agent in enumerate(scored):
+            probs = []
+            for per_agent in scored:
                 loglik = {c.action: c.meta["choice_logprob"] for c in per_agent[j]}
-                rows[k].append(state_stats(choice_probabilities([loglik[a] for a in actions], 1.0), q))
+                probs.append(choice_probabilities([loglik[a] for a in actions], 1.0))
+            target = best_of_n_probabilities(probs[0], q, args.n)
+            for k, p in enumerate(probs):
+                rows[k].append(state_stats(p, q, target))
     keys = list(rows[0][0])
     out = {"states": len(prefixes), "store": args.states, "prm": args.prm,
            "policies": {p: {key: mean_ci([r[key] for r in rs]) for key in keys}

@@ -1,13 +1,20 @@
-"""Completion log-probabilities (proctor.models.sequences): padded batches and shared-prompt passes give the numbers
-and gradients of one unpadded forward per row; DPO's pair log-probs agree between the two paths."""
+"""Completion log-probabilities (proctor.models.sequences, proctor.models.shared_prefix): padded batches,
+shared-prompt passes and one row per prompt under a tree mask give the numbers and gradients of one unpadded
+forward per row; DPO's pair log-probs agree between the paths."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from proctor.models import load
+from proctor.models import load, shared_prefix
 from proctor.models.sequences import completion_logprobs, sequence_logprobs, shared_prompt_logprobs
+from proctor.models.shared_prefix import (
+    shared_prefix_logprobs,
+    shared_prefix_token_logprobs,
+    takes_tree_mask,
+    tree_mask,
+)
 from proctor.rl.dpo_losses import sigmoid_loss
 from proctor.rl.dpo_step import dpo_step, pair_logprobs
 from proctor.rl.pairs import PreferencePair
@@ -89,3 +96,70 @@ def test_dpo_step_adds_rpos_chosen_nll(model, average):
     assert dpo_step(model, sgd, pairs, ref_c, ref_r, pad_id=0, average=average)["loss"] == pytest.approx(dpo, abs=1e-5)
     model.load_state_dict(state)
     model.zero_grad()
+
+
+# -- a prompt and all its completions in one row under a tree mask (proctor.models.shared_prefix) --------
+#: (prompt index, completion): interleaved prompts, one- and many-token completions; prompt 3 has none
+TREE_PROMPTS = [[5, 6, 7, 8, 9, 30, 31], [12, 13], [18, 19, 20, 40], [22, 23]]
+TREE_COMPLETIONS = [(1, [14, 15, 16, 17]), (0, [10, 11]), (2, [21]), (0, [50, 51, 52]), (1, [60]), (2, [70, 71])]
+
+
+def test_tree_mask_by_hand() -> None:
+    # one pad, a 2-token prompt, completion 1 (1 token), completion 2 (2 tokens)
+    seen = tree_mask(torch.tensor([[-1, 0, 0, 1, 2, 2]]), torch.float32)[0, 0] == 0
+    assert seen.int().tolist() == [
+        [1, 0, 0, 0, 0, 0],  # the pad sees only itself
+        [0, 1, 0, 0, 0, 0],  # prompt: causal
+        [0, 1, 1, 0, 0, 0],
+        [0, 1, 1, 1, 0, 0],  # completion 1: the prompt and itself
+        [0, 1, 1, 0, 1, 0],  # completion 2: the prompt, not completion 1
+        [0, 1, 1, 0, 1, 1],
+    ]
+    assert float(tree_mask(torch.tensor([[0, 1]]), torch.float32)[0, 0, 0, 1]) == torch.finfo(torch.float32).min
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_logprobs_equal_one_forward_per_completion(model, attention) -> None:
+    before = model.config._attn_implementation
+    model.config._attn_implementation = attention
+    try:
+        assert takes_tree_mask(model)
+        rows = shared_prefix_logprobs(model, TREE_PROMPTS, TREE_COMPLETIONS, pad_id=0)
+    finally:
+        model.config._attn_implementation = before
+    assert len(rows) == len(TREE_COMPLETIONS)
+    for (i, c), row in zip(TREE_COMPLETIONS, rows, strict=True):
+        assert row == pytest.approx(_reference(model, TREE_PROMPTS[i], c), abs=1e-5)
+
+
+def test_gradients_equal_those_of_one_row_per_completion(model) -> None:
+    """Σ over completions of their summed log-probs: the same gradient as prompt + completion rows."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.zero_grad()
+    rows = shared_prefix_token_logprobs(model, TREE_PROMPTS, TREE_COMPLETIONS, pad_id=0)
+    torch.stack([row.sum() for row in rows]).sum().backward()
+    tree = [p.grad.clone() for p in params]
+    model.zero_grad()
+    logps, mask = completion_logprobs(model, [(TREE_PROMPTS[i], c) for i, c in TREE_COMPLETIONS], pad_id=0)
+    sequence_logprobs(logps, mask).sum().backward()
+    for a, p in zip(tree, params, strict=True):
+        assert torch.allclose(a, p.grad, atol=1e-5)
+    model.zero_grad()
+
+
+def test_chunks_give_the_same_logprobs(model, monkeypatch) -> None:
+    whole = shared_prefix_logprobs(model, TREE_PROMPTS, TREE_COMPLETIONS, pad_id=0)
+    monkeypatch.setattr(shared_prefix, "MAX_MASK_ENTRIES", 1)  # one prompt per forward pass
+    chunked = shared_prefix_logprobs(model, TREE_PROMPTS, TREE_COMPLETIONS, pad_id=0)
+    assert chunked == [pytest.approx(r, abs=1e-6) for r in whole]
+
+
+def test_flash_attention_and_empty_rows_are_refused(model) -> None:
+    before = model.config._attn_implementation
+    model.config._attn_implementation = "flash_attention_2"
+    try:
+        assert not takes_tree_mask(model)
+    finally:
+        model.config._attn_implementation = before
+    with pytest.raises(ValueError, match="empty prompt or completion"):
+        shared_prefix_logprobs(model, TREE_PROMPTS, [(0, [])], pad_id=0)
