@@ -80,3 +80,10 @@ def test_end_to_end_the_student_moves_towards_the_targets(setup, tiny_model_dir,
     assert cross_entropy(policy_dir) < cross_entropy(tiny_model_dir)
     with pytest.raises(FileExistsError, match="output_dir is not empty"):
         train_bon_distill(cfg)
+    # a student from weights with another tokenizer: refused before any scoring
+    other = ChoiceAgent(tiny_model_dir, prompt=PROMPT)
+    other.tokenizer.add_tokens(["<another-token>"])
+    other.model.save_pretrained(tmp_path / "other")
+    other.tokenizer.save_pretrained(tmp_path / "other")
+    with pytest.raises(ValueError, match="has another tokenizer than policy"):
+        train_bon_distill(cfg.model_copy(update={"init": str(tmp_path / "other"), "output_dir": tmp_path / "e"}))

@@ -1,8 +1,8 @@
 """`proctor quickstart`: the whole AgentPRM loop on a CPU in minutes, as one config of `proctor run`.
 
     tiny model → searching-expert demonstrations → SFT → π0 → π0's rollouts → MC-Q → PRM Q0 (from π0) →
-    evaluate π0, best-of-N(π0, Q0), beam search → online DPO against Q0 → π1 → evaluate π1, best-of-N(π1, Q0)
-    → summary.json + report.html
+    evaluate π0, best-of-N(π0, Q0), beam search → π1 against Q0 (household: best-of-N distillation from Q0's LM;
+    the generating envs: online DPO) → evaluate π1, best-of-N(π1, Q0) → summary.json + report.html
 
 Each env has a preset sized for 2 CPU cores (`PRESETS`); the sizes can be scaled down for smoke tests. The
 run directory resumes stage by stage (`manifest.json`), and the run is reproducible by seed.

@@ -284,10 +284,9 @@ class Pipeline:
                      ) -> tuple[Callable[[], dict[str, Any]], Any]:
         from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
 
-        init = section.pop("init", None)
         dcfg = BonDistillConfig(**{"seed": self.cfg.seed, "prompt": self.cfg.policy_agent.get("prompt") or {},
-                                   **section, "policy": str(policy), "prm": str(prm), "output_dir": work,
-                                   "init": str(prm) if init == "$prm" else init})
+                                   **section, "init": fill(section.get("init"), policy, prm), "policy": str(policy),
+                                   "prm": str(prm), "output_dir": work})
 
         def train() -> dict[str, Any]:
             fresh_stage(work, nxt)

@@ -107,24 +107,28 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
     # 1. states from π's episodes
     trajs = [t for t in TrajectoryStore.open(cfg.states_from).load()
              if t.steps and t.termination not in ("env_error", "agent_error")]
-    states = [p for p in sample_states(trajs, cfg.max_states, rng) if len(p.admissible_actions or []) > 1]
+    sampled = sample_states(trajs, cfg.max_states, rng)
+    states = [p for p in sampled if len(p.admissible_actions or []) > 1]  # one action: nothing to choose
     if not states:
         raise ValueError(f"{cfg.states_from}: no step with two or more admissible actions (best-of-N distillation "
                          "needs an env that lists its actions)")
-    # 2. π's p and Q's scores → π_N at every state
     proposer = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
+    student = proposer if cfg.init is None else ChoiceAgent(cfg.init, prompt=cfg.prompt, device=cfg.device,
+                                                             dtype=cfg.dtype)
+    if student.tokenizer.get_vocab() != proposer.tokenizer.get_vocab():
+        raise ValueError(f"init: {cfg.init} has another tokenizer than policy {cfg.policy}; the student learns on the "
+                         "policy's token ids, so it must share its tokenizer")
+    # 2. π's p and Q's scores → π_N at every state
     targets = best_of_n_targets(proposer, open_scorer(cfg.prm, device=cfg.device), states, cfg.n, cfg.progress)
     clock["targets"] = time.monotonic()
     # 3. the student, from `init`, towards π_N
-    student = proposer if cfg.init is None else ChoiceAgent(cfg.init, prompt=cfg.prompt, device=cfg.device,
-                                                             dtype=cfg.dtype)
     curve = distil(student, targets, cfg, rng)
     clock["train"] = time.monotonic()
     # 4. save
     policy_dir = out / "policy"
     student.model.save_pretrained(policy_dir)
     student.tokenizer.save_pretrained(policy_dir)
-    metrics = {"states": len(targets), "sampled_states": min(len(states), cfg.max_states or len(states)),
+    metrics = {"states": len(targets), "sampled_states": len(sampled),
                "mean_top_target": round(sum(max(t.probs) for t in targets) / len(targets), 4), "curve": curve,
                "seconds": {"targets": round(clock["targets"] - clock["start"], 1),
                            "train": round(clock["train"] - clock["targets"], 1)},
