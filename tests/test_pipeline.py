@@ -270,7 +270,9 @@ def test_best_of_n_distillation_improves_the_policy_in_the_loop(tmp_path):
              ({"method": "bon-distill"}, "improve.states_from: bon-distill needs its states"),
              ({"method": "bon-distill", "states_from": "$rollouts", "n_actions": 8},
               "improve.n_actions: not a field of best-of-N distillation here"),
-             ({"method": "bon-distill", "states_from": "$rollouts", "n": 0}, "improve.n: Input should be greater")]
+             ({"method": "bon-distill", "states_from": "$rollouts", "n": 0}, "improve.n: Input should be greater"),
+             ({"method": "bon-distill", "states_from": "$rollouts", "init": "$pr"},
+              "improve.init: '$pr' is neither `$prm` (Q_k's LM), `$policy` (π_k) nor a model folder")]
     for improve_section, message in cases:
         cfg["improve"] = improve_section
         with pytest.raises(ValueError, match=re.escape(message)):

@@ -3,6 +3,7 @@ run end to end moves a tiny student towards them; bad input is refused before an
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -67,8 +68,9 @@ def test_end_to_end_the_student_moves_towards_the_targets(setup, tiny_model_dir,
                            prompt=PROMPT, max_states=6, epochs=4, batch_size=3, learning_rate=1e-3, progress=False)
     policy_dir = train_bon_distill(cfg)
     assert (policy_dir / "model.safetensors").is_file()
-    metrics = (tmp_path / "d" / "metrics.json").read_text()
-    assert '"states": 6' in metrics
+    metrics = json.loads((tmp_path / "d" / "metrics.json").read_text())
+    assert metrics["states"] == metrics["sampled_states"] == 6  # every household state lists several actions
+    assert metrics["episodes"] == 3 and metrics["episodes_left_out"] == 0
     states = [prefix_at(t, i) for t in TrajectoryStore.open(tmp / "states").load() for i in range(len(t.steps))]
     targets = best_of_n_targets(ChoiceAgent(tiny_model_dir, prompt=PROMPT), open_scorer(prm), states, 8, False)
 

@@ -18,8 +18,8 @@ Each `Candidate` keeps what RL needs: `token_ids` (the reply's ids, end-of-turn 
 admissible list fall back to free generation (`HFAgent` on the same model).
 
 Cost: one forward pass per call. Each prompt runs once, with all its replies after it in the same row and a 4D
-attention mask that lets each reply see the prompt and itself only (`proctor.models.shared_prefix`; 1.7× the
-speed of the prompt pass + reply pass it replaced, on household's 50 × 9 rows). The first call, and models whose
+attention mask that lets each reply see the prompt and itself only (`proctor.models.shared_prefix`; 1.57× the
+speed of the prompt pass + reply pass it replaced at 50 household states, `bench/choice_scoring.py`). The first call, and models whose
 attention takes no custom mask (flash attention), run the prompts and then the replies on their copied KV cache;
 models whose KV cache is not plain full attention run prompt + reply rows.
 """
@@ -186,11 +186,15 @@ class ChoiceAgent(Agent):
             out.append(ids[:end])
         return out
 
+    def prompt_ids(self, prefixes: Sequence[Prefix]) -> list[list[int]]:
+        """The token ids of each prefix's rendered prompt, as the replies are scored after them."""
+        prompts = [render_prompt(self.tokenizer, p, self.prompt) for p in prefixes]
+        return self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+
     def score(self, prefixes: Sequence[Prefix]) -> list[list[Candidate]]:
         """Every admissible action of every prefix as a `Candidate` with its reply's `token_ids`, per-token
         `logprobs` and `meta["choice_logprob"]` (their sum), in the admissible list's order."""
-        prompts = [render_prompt(self.tokenizer, p, self.prompt) for p in prefixes]
-        prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        prompt_ids = self.prompt_ids(prefixes)
         actions = [list(p.admissible_actions or []) for p in prefixes]
         rows = [(i, a, ids) for i, p in enumerate(prefixes)
                 for a, ids in zip(actions[i], self.reply_ids(p, actions[i]), strict=True)]

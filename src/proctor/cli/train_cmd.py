@@ -1,6 +1,6 @@
 """`proctor train ...`: train a policy from a YAML config (`sft`: supervised fine-tuning on demonstrations;
-`dpo`: online DPO against a PRM; `bon-distill`: best-of-N distillation against a PRM; `grpo`, `ppo`: policy gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based
-methods and online filtered BC)."""
+`dpo`: online DPO against a PRM; `bon-distill`: best-of-N distillation against a PRM; `grpo`, `ppo`: policy
+gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based methods and online filtered BC)."""
 
 from __future__ import annotations
 

@@ -257,6 +257,10 @@ class PipelineConfig(_Section):
         if "states_from" not in section:
             raise ValueError("improve.states_from: bon-distill needs its states: `$rollouts` (the iteration's "
                              "rollouts of π_k) or a trajectory store")
+        init = section.get("init")
+        if init not in (None, "$prm", "$policy") and not Path(init).is_dir():
+            raise ValueError(f"improve.init: {init!r} is neither `$prm` (Q_k's LM), `$policy` (π_k) nor a model "
+                             "folder")
         check_section("improve", "best-of-N distillation", BonDistillConfig,
                       {"seed": self.seed, "prompt": self.policy_agent.get("prompt") or {}, **section},
                       {"policy": "$policy", "prm": "$prm", "output_dir": "$out"})

@@ -16,8 +16,8 @@ the actions at a state are a finite list). Readable top to bottom in `train_bon_
        H(π_N, π_θ) = −Σ_a π_N(a) log π_θ(a | s)     (`soft_cross_entropy`),
 
    each state's prompt and all its actions in one forward pass (`proctor.models.shared_prefix`);
-4. the student is saved (`output_dir/policy`, safetensors) with `output_dir/metrics.json` (states, loss curve,
-   seconds per stage).
+4. the student is saved (`output_dir/policy`, safetensors) with `output_dir/metrics.json` (states used and drawn,
+   episodes left out for errors, loss curve, seconds per stage).
 
 A student equal to π_N at every state acts like best-of-N in distribution. Needs an env that lists its admissible
 actions (the `choice` agent ranks them).
@@ -26,6 +26,7 @@ actions (the `choice` agent ranks them).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 import time
@@ -41,12 +42,14 @@ from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.models.shared_prefix import shared_prefix_token_logprobs
 from proctor.prm.likelihood import open_scorer
 from proctor.progress import StageProgress
-from proctor.prompts import Prefix, PromptConfig, render_prompt
+from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
 from proctor.stats import best_of_n_probabilities
 from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "metrics.json"
+
+log = logging.getLogger(__name__)
 
 
 class BonDistillConfig(BaseModel):
@@ -105,8 +108,11 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
     torch.manual_seed(cfg.seed)
     rng, clock = random.Random(cfg.seed), {"start": time.monotonic()}
     # 1. states from π's episodes
-    trajs = [t for t in TrajectoryStore.open(cfg.states_from).load()
-             if t.steps and t.termination not in ("env_error", "agent_error")]
+    stored = TrajectoryStore.open(cfg.states_from).load()
+    trajs = [t for t in stored if t.steps and t.termination not in ("env_error", "agent_error")]
+    if len(trajs) < len(stored):
+        log.warning("%s: %d of %d episodes left out (no steps, or ended in an env or agent error)",
+                    cfg.states_from, len(stored) - len(trajs), len(stored))
     sampled = sample_states(trajs, cfg.max_states, rng)
     states = [p for p in sampled if len(p.admissible_actions or []) > 1]  # one action: nothing to choose
     if not states:
@@ -128,7 +134,8 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
     policy_dir = out / "policy"
     student.model.save_pretrained(policy_dir)
     student.tokenizer.save_pretrained(policy_dir)
-    metrics = {"states": len(targets), "sampled_states": len(sampled),
+    metrics = {"states": len(targets), "sampled_states": len(sampled), "episodes": len(stored),
+               "episodes_left_out": len(stored) - len(trajs),
                "mean_top_target": round(sum(max(t.probs) for t in targets) / len(targets), 4), "curve": curve,
                "seconds": {"targets": round(clock["targets"] - clock["start"], 1),
                            "train": round(clock["train"] - clock["targets"], 1)},
@@ -146,10 +153,8 @@ def best_of_n_targets(proposer: ChoiceAgent, scorer: Any, states: Sequence[Prefi
             part = states[start:start + chunk]
             scored = proposer.score(part)
             scores = scorer.score_action_groups(part, [[c.action for c in cands] for cands in scored])
-            for prefix, cands, q in zip(part, scored, scores, strict=True):
+            for prompt, cands, q in zip(proposer.prompt_ids(part), scored, scores, strict=True):
                 p = choice_probabilities([c.meta["choice_logprob"] for c in cands], 1.0)
-                prompt = proposer.tokenizer(render_prompt(proposer.tokenizer, prefix, proposer.prompt),
-                                            add_special_tokens=False)["input_ids"]
                 out.append(Target(prompt, [list(c.token_ids) for c in cands], best_of_n_probabilities(p, q, n)))
             bar.advance(len(part))
     return out
