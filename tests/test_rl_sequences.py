@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from proctor.models import load, shared_prefix
-from proctor.models.sequences import completion_logprobs, sequence_logprobs, shared_prompt_logprobs
+from proctor.models.sequences import (
+    completion_logprobs,
+    length_sorted_chunks,
+    row_logprobs,
+    sequence_logprobs,
+    shared_prompt_logprobs,
+)
 from proctor.models.shared_prefix import (
     shared_prefix_logprobs,
     shared_prefix_token_logprobs,
@@ -45,6 +51,33 @@ def test_completion_logprobs_equal_one_unpadded_forward_per_row(model):
     sums = sequence_logprobs(logps, mask)
     assert float(sums[2]) == pytest.approx(float(logps[2, 3]), abs=1e-6)
     assert float(sequence_logprobs(logps, mask, average=True)[1]) == pytest.approx(float(sums[1]) / 4, abs=1e-6)
+
+
+def test_length_sorted_chunks_by_hand():
+    lengths = {0: 5, 1: 2, 2: 9, 3: 3, 4: 2}
+    # ascending lengths 2, 2, 3, 5, 9 (ties keep their order), two rows a pass
+    assert length_sorted_chunks(lengths, max_rows=2) == [[1, 4], [3, 0], [2]]
+    # three rows a pass and at most 50 mask entries: 3 rows × 3² = 27 fit, 2 × 9² = 162 do not
+    assert length_sorted_chunks(lengths, max_rows=3, max_entries=50) == [[1, 4, 3], [0], [2]]
+    assert length_sorted_chunks({7: 4}, max_rows=1, max_entries=1) == [[7]]  # a row always gets a pass
+
+
+def test_row_logprobs_in_sorted_passes_equal_one_padded_batch_values_and_gradients(model):
+    rows = [(p, c) for p, cs in zip(PROMPTS, COMPLETIONS, strict=True) for c in cs]
+    params = list(model.parameters())
+    model.zero_grad()
+    sums, lengths = row_logprobs(model, rows, pad_id=0, max_rows=2)  # three passes of two rows
+    assert lengths.tolist() == [2.0, 3.0, 4.0, 1.0, 1.0, 2.0]
+    for b, (p, c) in enumerate(rows):
+        assert float(sums[b]) == pytest.approx(sum(_reference(model, p, c)), abs=1e-5)
+    (sums / lengths).sum().backward()
+    sorted_grads = [q.grad.clone() for q in params]
+    model.zero_grad()
+    logps, mask = completion_logprobs(model, rows, pad_id=0)
+    sequence_logprobs(logps, mask, average=True).sum().backward()
+    for a, q in zip(sorted_grads, params, strict=True):
+        assert torch.allclose(a, q.grad, atol=1e-5)
+    model.zero_grad()
 
 
 def test_shared_prompt_logprobs_equal_the_concatenated_rows_values_and_gradients(model):

@@ -108,6 +108,36 @@ def sequence_logprobs(token_logps: torch.Tensor, mask: torch.Tensor, average: bo
     return total / m.sum(dim=1).clamp(min=1.0) if average else total
 
 
+def length_sorted_chunks(lengths: dict[int, int], max_rows: int, max_entries: int | None = None) -> list[list[int]]:
+    """The keys of `lengths` (row → tokens) in passes of at most `max_rows` rows (and, if given, `max_entries`
+    attention-mask entries, rows × width²), sorted by length so that each pass pads its rows only to a width
+    near their own. Each row's result is the same whatever pass it runs in."""
+    chunks: list[list[int]] = []
+    for i in sorted(lengths, key=lambda i: lengths[i]):  # ascending: the row joining a pass sets its width
+        last = chunks[-1] if chunks else []
+        if last and len(last) < max_rows and (max_entries is None or (len(last) + 1) * lengths[i] ** 2 <= max_entries):
+            last.append(i)
+        else:
+            chunks.append([i])
+    return chunks
+
+
+def row_logprobs(model: torch.nn.Module, rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int,
+                 max_rows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Σ_k log π(completion token k) [B], completion tokens [B]) of `rows`, with gradients where autograd is on:
+    `completion_logprobs` + `sequence_logprobs` over passes of at most `max_rows` rows of similar lengths
+    (`length_sorted_chunks`), which pad far less than one pass of rows in random order (a quarter of a batch of
+    16 household steps is padding; 8 sorted rows of 32, a tenth). Results in the order of `rows`."""
+    chunks = length_sorted_chunks({i: len(p) + len(c) for i, (p, c) in enumerate(rows)}, max_rows)
+    sums: list[torch.Tensor] = [torch.empty(0)] * len(rows)
+    counts = torch.tensor([float(len(c)) for _, c in rows])
+    for chunk in chunks:
+        logps, mask = completion_logprobs(model, [rows[i] for i in chunk], pad_id)
+        for i, total in zip(chunk, sequence_logprobs(logps, mask), strict=True):
+            sums[i] = total
+    return torch.stack(sums), counts.to(sums[0].device)
+
+
 def shared_prompt_logprobs(model: torch.nn.Module, prompts: Sequence[Sequence[int]],
                            completions: Sequence[Sequence[Sequence[int]]], pad_id: int
                            ) -> tuple[torch.Tensor, torch.Tensor, int]:

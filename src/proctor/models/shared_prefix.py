@@ -22,8 +22,13 @@ from collections.abc import Sequence
 
 import torch
 
+from proctor.models.sequences import length_sorted_chunks
+
 #: most mask entries (rows × width²) in one forward pass; larger calls run in chunks of prompts
 MAX_MASK_ENTRIES = 2**25
+#: most rows in one forward pass: rows are sorted by length and cut into passes of similar widths, so that little
+#: of a pass is padding (one pass of 50 household rows is a quarter padding; passes of 8 sorted rows, 4%)
+MAX_ROWS_PER_PASS = 8
 
 
 def takes_tree_mask(model: torch.nn.Module) -> bool:
@@ -61,12 +66,10 @@ def shared_prefix_token_logprobs(model: torch.nn.Module, prompts: Sequence[Seque
     groups: list[list[int]] = [[] for _ in prompts]
     for j, (i, _) in enumerate(completions):
         groups[i].append(j)
-    used = [i for i in range(len(prompts)) if groups[i]]
-    width = max(len(prompts[i]) + sum(len(completions[j][1]) for j in groups[i]) for i in used)
-    per_pass = max(1, MAX_MASK_ENTRIES // (width * width))
+    length = {i: len(prompts[i]) + sum(len(completions[j][1]) for j in groups[i]) for i in range(len(prompts))
+              if groups[i]}
     out: list[torch.Tensor] = [torch.empty(0)] * len(completions)
-    for start in range(0, len(used), per_pass):
-        chunk = used[start:start + per_pass]
+    for chunk in length_sorted_chunks(length, MAX_ROWS_PER_PASS, MAX_MASK_ENTRIES):
         rows = _score_rows(model, [(prompts[i], [completions[j][1] for j in groups[i]]) for i in chunk], pad_id)
         for j, row in zip((j for i in chunk for j in groups[i]), rows, strict=True):
             out[j] = row

@@ -222,7 +222,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     """Train a likelihood PRM (module docstring) and save it to `cfg.output_dir`; returns the summary
     (also written to `output_dir/likelihood_prm.json` with β and b)."""
     from proctor.agents.choice import ChoiceAgent
-    from proctor.models.sequences import completion_logprobs, sequence_logprobs
+    from proctor.models.sequences import row_logprobs
 
     start = time.perf_counter()
     examples, counts = labelled_steps(cfg.data, cfg.target)
@@ -245,10 +245,7 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
                 order += rng.sample(range(len(rows)), len(rows))
             batch = [rows[j] for j in order[:cfg.batch_size]]
             del order[:cfg.batch_size]
-            logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in batch], agent.pad_id)
-            z = cfg.beta * sequence_logprobs(logps, mask) + bias
-            y = torch.tensor([t for _, _, t in batch], device=z.device)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
+            shown: list[tuple[list[int], list[int], float]] = []
             if anchor:
                 size = cfg.anchor_batch_size or cfg.batch_size
                 while len(anchor_order) < size:
@@ -256,8 +253,13 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
                 shown = [anchor[j] for j in anchor_order[:size]]
                 del anchor_order[:size]
                 anchor_shown += len(shown)
-                logps, mask = completion_logprobs(model, [(p, r) for p, r, _ in shown], agent.pad_id)
-                loss = loss + cfg.anchor_weight * -sequence_logprobs(logps, mask, average=True).mean()
+            # the labelled and the demonstrated rows in passes of similar lengths (`row_logprobs`)
+            sums, lengths = row_logprobs(model, [(p, r) for p, r, _ in batch + shown], agent.pad_id)
+            z = cfg.beta * sums[:len(batch)] + bias
+            y = torch.tensor([t for _, _, t in batch], device=z.device)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
+            if shown:
+                loss = loss + cfg.anchor_weight * -(sums[len(batch):] / lengths[len(batch):]).mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -328,9 +330,11 @@ class LikelihoodScorer:
 
     def score_trajectories(self, trajs: Sequence[Trajectory], cfg: PromptConfig | None = None
                            ) -> list[list[float]]:
-        """Per-step Q(s_t, a_t) of stored trajectories."""
+        """Per-step Q(s_t, a_t) of stored trajectories, all their states in one call (its passes group states of
+        similar lengths: `proctor.models.shared_prefix`)."""
         prefixes = [prefix_at(t, i) for t in trajs for i in range(len(t.steps))]
-        flat = self.score_action_groups(prefixes, [[s.action] for t in trajs for s in t.steps], cfg)
+        flat = self.score_action_groups(prefixes, [[s.action] for t in trajs for s in t.steps], cfg,
+                                        states_per_pass=max(1, len(prefixes)))
         out, k = [], 0
         for t in trajs:
             out.append([row[0] for row in flat[k:k + len(t.steps)]])
