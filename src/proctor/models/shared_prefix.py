@@ -4,8 +4,9 @@ A 4D attention mask lets each completion token see the prompt and the earlier to
 nothing else, and its position ids continue from the end of the prompt, so every completion is scored as if it
 followed the prompt alone (the prompt runs once and no key/value cache is copied per completion; the tree
 attention of speculative decoding, e.g. SpecInfer, Miao et al. 2023, arXiv 2305.09781, on a tree of depth one).
-Rows are left-padded, so the completions end at the last column and only the last K + 1 positions are projected
-to the vocabulary (K: a row's completion tokens, at most). A pad position sees only itself (no empty softmax row).
+Rows are sorted by length into passes of a few rows of similar widths (`MAX_ROWS_PER_PASS`) and left-padded, so
+the completions end at the last column and only the last K + 1 positions are projected to the vocabulary (K: a
+row's completion tokens, at most). A pad position sees only itself (no empty softmax row).
 
 The mask is additive (0 or the dtype's lowest value), which the `sdpa` and `eager` attention implementations of
 `transformers` take as given (a 4D mask is passed through unchanged); it is exact only for plain full attention,
@@ -27,7 +28,8 @@ from proctor.models.sequences import length_sorted_chunks
 #: most mask entries (rows × width²) in one forward pass; larger calls run in chunks of prompts
 MAX_MASK_ENTRIES = 2**25
 #: most rows in one forward pass: rows are sorted by length and cut into passes of similar widths, so that little
-#: of a pass is padding (one pass of 50 household rows is a quarter padding; passes of 8 sorted rows, 4%)
+#: of a pass is padding (π0 of the household quickstart on 100 test tasks, 2 threads: one pass per call 22.8 s,
+#: passes of 4 / 8 / 16 sorted rows 20.9 / 19.7 / 21.5 s)
 MAX_ROWS_PER_PASS = 8
 
 
