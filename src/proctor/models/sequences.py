@@ -111,7 +111,7 @@ def sequence_logprobs(token_logps: torch.Tensor, mask: torch.Tensor, average: bo
 def length_sorted_chunks(lengths: dict[int, int], max_rows: int, max_entries: int | None = None) -> list[list[int]]:
     """The keys of `lengths` (row → tokens) in passes of at most `max_rows` rows (and, if given, `max_entries`
     attention-mask entries, rows × width²), sorted by length so that each pass pads its rows only to a width
-    near their own. Each row's result is the same whatever pass it runs in."""
+    near their own. Each row's result is the same, up to float rounding, whatever pass it runs in."""
     chunks: list[list[int]] = []
     for i in sorted(lengths, key=lambda i: lengths[i]):  # ascending: the row joining a pass sets its width
         last = chunks[-1] if chunks else []
