@@ -80,6 +80,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     manifest = json.loads((args.run / "manifest.json").read_text())
+    missing = [k for k in ("iter-0/prm", "iter-0/eval/policy") if k not in manifest.get("stages", {})]
+    if missing:
+        ap.error(f"{args.run}/manifest.json: no finished stage {missing[0]} (run the quickstart to its end first)")
+    if not (args.run / "iter-0" / "prm" / LIKELIHOOD_FILE).is_file():
+        ap.error(f"{args.run}/iter-0/prm: not a likelihood PRM (no {LIKELIHOOD_FILE}); this retrains only those")
     policy = manifest["stages"]["iter-0/eval/policy"]["config"]["agent"]
     pi0 = load_run(evaluate(policy, "policy", args.work / "pi0-valid", manifest, args.tasks))
     result: dict[str, Any] = {"run": str(args.run), "tasks": args.tasks, "n": args.n,

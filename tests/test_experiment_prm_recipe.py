@@ -23,6 +23,17 @@ def test_variant_syntax():
             recipe.variant(bad)
 
 
+def test_a_folder_without_a_finished_run_is_one_line(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(SystemExit):
+        recipe.main(["--run", str(tmp_path / "run"), "--work", str(tmp_path / "w"), "--variant", "base"])
+    assert "no manifest.json" in capsys.readouterr().err
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps({"stages": {}}))
+    with pytest.raises(SystemExit):
+        recipe.main(["--run", str(tmp_path / "run"), "--work", str(tmp_path / "w"), "--variant", "base"])
+    assert "no finished stage iter-0/prm" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_end_to_end_on_a_scaled_quickstart(tmp_path):
     from proctor.quickstart import QuickstartConfig, run_quickstart
