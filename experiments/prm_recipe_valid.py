@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,12 @@ def prm_for(run: Path, manifest: dict[str, Any], name: str, fields: dict[str, An
         return run / "iter-0" / "prm", None
     out = work / name / "prm"
     if (out / LIKELIHOOD_FILE).is_file():
-        return out, json.loads((out / LIKELIHOOD_FILE).read_text())["wall_s"]
+        saved = json.loads((out / LIKELIHOOD_FILE).read_text())
+        changed = sorted(k for k, v in fields.items() if saved["config"].get(k) != v)
+        if changed:
+            raise ValueError(f"{out}: a PRM trained with another {changed[0]} ({saved['config'].get(changed[0])!r}) "
+                             f"is already there: name the variant differently or use another --work")
+        return out, saved["wall_s"]
     config = {**manifest["stages"]["iter-0/prm"]["config"], **fields, "output_dir": str(out), "progress": False}
     return out, train_likelihood_prm(LikelihoodPRMConfig.model_validate(config))["wall_s"]
 
@@ -60,7 +66,11 @@ def prm_for(run: Path, manifest: dict[str, Any], name: str, fields: dict[str, An
 def evaluate(agent: dict[str, Any], name: str, out: Path, manifest: dict[str, Any], tasks: int) -> Path:
     """`run_eval` of `agent` on the first `tasks` valid tasks with the run's env and seed (reused when finished)."""
     base = manifest["stages"]["iter-0/eval/policy"]["config"]
-    if not (out / "summary.json").is_file():
+    if (out / "summary.json").is_file():
+        done = json.loads((out / "summary.json").read_text())["episodes"]
+        if done != tasks:
+            raise ValueError(f"{out}: holds an evaluation of {done} episodes, not {tasks} tasks: use another --work")
+    else:
         run_eval(EvalConfig(env=base["env"], env_kwargs=base["env_kwargs"], agent=agent, name=name, out=out,
                             split="valid", tasks=tasks, batch=base["batch"], seed=base["seed"], progress=False))
     return out
@@ -100,4 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as e:  # a work folder made for other settings, a bad PRM config field: one line
+        sys.exit(f"prm_recipe_valid: {e}")

@@ -50,3 +50,9 @@ def test_end_to_end_on_a_scaled_quickstart(tmp_path):
     again = recipe.main(["--run", str(tmp_path / "run"), "--work", str(tmp_path / "work"), "--tasks", "3",
                          "--n", "2", "--variant", 'short={"steps": 2}'])
     assert again["variants"]["short"]["prm_train_s"] == saved["wall_s"]  # reused, not retrained
+    with pytest.raises(ValueError, match="a PRM trained with another steps"):  # the same name, other fields
+        recipe.main(["--run", str(tmp_path / "run"), "--work", str(tmp_path / "work"), "--tasks", "3",
+                     "--n", "2", "--variant", 'short={"steps": 3}'])
+    with pytest.raises(ValueError, match="holds an evaluation of 3 episodes, not 2 tasks"):
+        recipe.main(["--run", str(tmp_path / "run"), "--work", str(tmp_path / "work"), "--tasks", "2",
+                     "--variant", "base"])

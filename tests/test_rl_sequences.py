@@ -78,6 +78,10 @@ def test_row_logprobs_in_sorted_passes_equal_one_padded_batch_values_and_gradien
     for a, q in zip(sorted_grads, params, strict=True):
         assert torch.allclose(a, q.grad, atol=1e-5)
     model.zero_grad()
+    with pytest.raises(ValueError, match="row 3: empty completion"):  # named by its place in `rows`, not in a pass
+        row_logprobs(model, rows[:3] + [(PROMPTS[0], [])], pad_id=0, max_rows=2)
+    with pytest.raises(ValueError, match="no rows"):
+        row_logprobs(model, [], pad_id=0)
 
 
 def test_shared_prompt_logprobs_equal_the_concatenated_rows_values_and_gradients(model):

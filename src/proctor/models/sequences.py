@@ -108,6 +108,13 @@ def sequence_logprobs(token_logps: torch.Tensor, mask: torch.Tensor, average: bo
     return total / m.sum(dim=1).clamp(min=1.0) if average else total
 
 
+#: most rows in one forward pass of `row_logprobs` and of the tree-mask rows (`proctor.models.shared_prefix`): rows
+#: sorted by length and cut into passes of similar widths pad little. Measured on 2 threads: a likelihood-PRM step
+#: of 16 + 16 household rows 0.44 s in two random passes, 0.33–0.37 s in sorted passes of 6 / 8 / 11 rows; π0 of the
+#: household quickstart on 100 test tasks 22.8 s in one pass per call, 20.9 / 19.7 / 21.5 s in passes of 4 / 8 / 16
+MAX_ROWS_PER_PASS = 8
+
+
 def length_sorted_chunks(lengths: dict[int, int], max_rows: int, max_entries: int | None = None) -> list[list[int]]:
     """The keys of `lengths` (row → tokens) in passes of at most `max_rows` rows (and, if given, `max_entries`
     attention-mask entries, rows × width²), sorted by length so that each pass pads its rows only to a width
@@ -123,11 +130,16 @@ def length_sorted_chunks(lengths: dict[int, int], max_rows: int, max_entries: in
 
 
 def row_logprobs(model: torch.nn.Module, rows: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int,
-                 max_rows: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+                 max_rows: int = MAX_ROWS_PER_PASS) -> tuple[torch.Tensor, torch.Tensor]:
     """(Σ_k log π(completion token k) [B], completion tokens [B]) of `rows`, with gradients where autograd is on:
     `completion_logprobs` + `sequence_logprobs` over passes of at most `max_rows` rows of similar lengths
     (`length_sorted_chunks`), which pad far less than one pass of rows in random order (a quarter of a batch of
     16 household steps is padding; 8 sorted rows of 32, a tenth). Results in the order of `rows`."""
+    if not rows:
+        raise ValueError("no rows to score")
+    for i, (p, c) in enumerate(rows):  # named here: a pass would name the row by its place in the pass
+        if not p or not c:
+            raise ValueError(f"row {i}: empty {'prompt' if not p else 'completion'}")
     chunks = length_sorted_chunks({i: len(p) + len(c) for i, (p, c) in enumerate(rows)}, max_rows)
     sums: list[torch.Tensor] = [torch.empty(0)] * len(rows)
     counts = torch.tensor([float(len(c)) for _, c in rows])

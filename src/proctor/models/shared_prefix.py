@@ -23,14 +23,10 @@ from collections.abc import Sequence
 
 import torch
 
-from proctor.models.sequences import length_sorted_chunks
+from proctor.models.sequences import MAX_ROWS_PER_PASS, length_sorted_chunks
 
 #: most mask entries (rows × width²) in one forward pass; larger calls run in chunks of prompts
 MAX_MASK_ENTRIES = 2**25
-#: most rows in one forward pass: rows are sorted by length and cut into passes of similar widths, so that little
-#: of a pass is padding (π0 of the household quickstart on 100 test tasks, 2 threads: one pass per call 22.8 s,
-#: passes of 4 / 8 / 16 sorted rows 20.9 / 19.7 / 21.5 s)
-MAX_ROWS_PER_PASS = 8
 
 
 def takes_tree_mask(model: torch.nn.Module) -> bool:
