@@ -75,3 +75,15 @@ def shop_server():
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def bf16_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny model saved in bfloat16, as Llama and Qwen checkpoints ship (the precision tests start here)."""
+    from proctor.models.loading import load
+
+    model, tokenizer = load(tiny_model_dir, dtype="bfloat16")
+    out = tmp_path_factory.mktemp("tiny_bf16") / "llama"
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out

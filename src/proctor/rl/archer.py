@@ -46,7 +46,8 @@ from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, pg_loss, ppo_clip_loss
-from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
+from proctor.rl.online_config import start_run
+from proctor.training.policy import save_policy, trainable_parameters
 from proctor.rl.replay import ReplayBuffer, transitions
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned
 from proctor.rl.td import archer_advantage, polyak_update

@@ -29,7 +29,8 @@ from proctor.progress import StageProgress
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig
-from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
+from proctor.rl.online_config import start_run
+from proctor.training.policy import save_policy, trainable_parameters
 from proctor.rl.sft import collate, sft_loss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row

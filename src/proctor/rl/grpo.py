@@ -43,7 +43,8 @@ from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
-from proctor.rl.policy_model import save_policy, start_run, trainable_parameters
+from proctor.rl.online_config import start_run
+from proctor.training.policy import save_policy, trainable_parameters
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
 from proctor.trajectory import Trajectory
 

@@ -50,7 +50,7 @@ from proctor.rl.dpo_step import dpo_step, reference_logprobs
 from proctor.rl.iteration_log import write_summary
 from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
 from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
-from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+from proctor.training.policy import load_policy, save_policy, trainable_parameters
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,11 @@
 3. examples: each step's prompt from the one renderer (`prompt`: output format, history window, admissible
    list, memory) and its reply, the loss on the agent's tokens only (`proctor.rl.sft_data`); one sequence per
    step, or one per episode when that is exact (`examples: episodes`, T times fewer prompt tokens);
-4. optimisation: AdamW, linear warm-up then cosine decay, gradient clipping; batches grouped by length;
-   on Accelerate, so `accelerate launch` / `torchrun` runs it data-parallel unchanged: each of P processes
-   takes every P-th example of one global batch of `batch_size`·P, and the loss is normalised by the global
-   batch's token weight, so P processes follow the curve of one process at batch `batch_size`·P;
+4. optimisation: on the training engine (`proctor.training.fit`, HF `Trainer` on Accelerate): AdamW on
+   float32 master weights (bf16 autocast on a GPU), linear warm-up then cosine decay, gradient clipping; batches
+   grouped by length; `accelerate launch` / `torchrun` runs it data-parallel unchanged: each of P processes takes
+   its share of every global batch of `batch_size`, and the loss is normalised by the whole batch's token weight,
+   so P processes (or G accumulation steps) follow the curve of one process at the same `batch_size`;
    the loss is the mean negative log-likelihood of the agent's tokens in the batch,
    L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}), M the masked-in positions (optionally plus the
    other tokens' NLL at weight `context_weight`, for models trained from scratch; the curve in `sft.json`
@@ -31,28 +32,25 @@ lr 3e-3, `context_weight: 0.2`.
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from proctor.progress import StageProgress
 from proctor.prompts.render import PromptConfig
 from proctor.rl.sft_data import Example, build_examples, length_grouped_batches
+from proctor.training.config import OptimizationConfig
 from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "sft.json"
 
 
-class SFTConfig(BaseModel):
+class SFTConfig(OptimizationConfig):
     """Supervised fine-tuning on demonstrations (see module docstring); one YAML file for `proctor train sft`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="the model to fine-tune: a folder (e.g. made by build_tiny) or a hub name")
     lora: dict[str, Any] | None = Field(default=None, description="LoRA (peft LoraConfig arguments, e.g. "
@@ -71,28 +69,11 @@ class SFTConfig(BaseModel):
     max_length: int | None = Field(default=None, ge=2, description="drop longer sequences (None: keep all)")
     output_dir: Path = Field(description="where the policy folder is written")
     steps: int = Field(default=300, ge=1, description="optimizer steps")
-    batch_size: int = Field(default=16, ge=1, description="examples per process and step (global batch: "
-                            "batch_size × processes)")
-    learning_rate: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    warmup_ratio: float = Field(default=0.05, ge=0, lt=1)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    seed: int = 0
-    device: Literal["auto", "cpu"] | None = Field(default=None, description="None or 'auto': Accelerate's device "
-                                                  "(a GPU when there is one; each process's own under accelerate "
-                                                  "launch / torchrun); 'cpu' forces the CPU")
-    dtype: str | None = Field(default=None, description="None: the checkpoint's dtype; e.g. 'bfloat16'")
-    progress: bool = True
-
-
-def lr_factor(step: int, total: int, warmup: int) -> float:
-    """Learning-rate multiplier at optimizer step `step` (0-based): linear warm-up over `warmup` steps, then
-    cosine decay to 0 at `total` (Loshchilov & Hutter 2017, SGDR, without restarts):
-    f = (step + 1) / warmup during warm-up, else ½·(1 + cos(π·(step − warmup) / (total − warmup)))."""
-    if step < warmup:
-        return (step + 1) / warmup
-    span = max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(step - warmup, span) / span))
+    batch_size: int = Field(default=16, ge=1, description="examples per optimizer step (the global batch, split "
+                            "between the processes and the gradient accumulation steps)")
+    learning_rate: float = Field(default=1e-3, gt=0, description="peak learning rate of AdamW")
+    warmup_ratio: float = Field(default=0.05, ge=0, lt=1, description="share of the steps with a linear warm-up")
+    lr_scheduler_type: str = Field(default="cosine", description="a transformers scheduler name")
 
 
 def collate(examples: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -136,13 +117,6 @@ def sft_loss(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     return weighted / weight.clamp(min=1e-8), agent / max(n, 1), n
 
 
-def masked_nll(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               loss_mask: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """(mean NLL of the tokens where `loss_mask` is 1, their number): `sft_loss` without context tokens."""
-    loss, _, n = sft_loss(model, input_ids, attention_mask, loss_mask)
-    return loss, n
-
-
 def load_demonstrations(cfg: SFTConfig) -> list:
     """The store's trajectories that SFT trains on (successful ones unless `only_success` is off)."""
     if not (cfg.data / "manifest.json").is_file():
@@ -155,30 +129,38 @@ def load_demonstrations(cfg: SFTConfig) -> list:
     return trajs
 
 
-def rank_batches(batches: Iterator[list[int]], rank: int, processes: int) -> Iterator[list[int]]:
-    """This process's share of each global batch: every `processes`-th example from position `rank`. Global
-    batches with fewer examples than processes (an epoch's short last batch) are skipped by every process."""
-    for batch in batches:
-        if len(batch) >= processes:
-            yield batch[rank::processes]
+class SFTLoss:
+    """The SFT loss as the engine's `RowLoss`: Σ w_j·nll_j over a micro-batch of examples, its weight Σ w_j
+    (agent tokens, plus `context_weight` per other real token), and the agent tokens' NLL sum and count."""
+
+    def __init__(self, pad_id: int, context_weight: float):
+        self.pad_id, self.context_weight = pad_id, context_weight
+
+    def weight(self, rows: Sequence[Example]) -> float:
+        agent = sum(sum(e.mask[1:]) for e in rows)
+        other = sum(len(e.ids) - 1 for e in rows) - agent
+        return agent + self.context_weight * other
+
+    def __call__(self, model: Any, rows: Sequence[Example]) -> tuple[torch.Tensor, dict[str, Any]]:
+        ids, attn, mask = collate(list(rows), self.pad_id)
+        device = next(model.parameters()).device
+        weighted, _, agent_sum, n = sft_sums(model, ids.to(device), attn.to(device), mask.to(device),
+                                             self.context_weight)
+        return weighted, {"agent_nll": agent_sum, "agent_tokens": float(n)}
 
 
 def train_sft(cfg: SFTConfig) -> Path:
     """Fine-tune `cfg.model` on `cfg.data` as the module docstring describes; returns the policy folder."""
-    from accelerate import Accelerator
-
     from proctor.agents.generation_utils import eos_token_ids
-    from proctor.rl.policy_model import load_policy, save_policy, trainable_parameters
+    from proctor.training.engine import fit
+    from proctor.training.policy import load_policy, save_policy, saving_state_dict
 
     start = time.monotonic()
-    accelerator = Accelerator(cpu=cfg.device == "cpu")
-    processes = accelerator.num_processes
     # 1. demonstrations
     trajs = load_demonstrations(cfg)
-    # 2. policy
+    # 2. policy (float32 weights whatever the checkpoint's dtype; the Trainer places it)
     torch.manual_seed(cfg.seed)
-    model, tokenizer = load_policy(cfg.model, lora=cfg.lora, dtype=cfg.dtype)  # `prepare` places it
-    model.train()
+    model, tokenizer = load_policy(cfg.model, lora=cfg.lora, precision=cfg.precision)
     # 3. examples, the loss on the agent's tokens only
     examples = build_examples(tokenizer, trajs, cfg.prompt, set(eos_token_ids(model, tokenizer)), cfg.examples)
     if cfg.max_length is not None:
@@ -186,50 +168,28 @@ def train_sft(cfg: SFTConfig) -> Path:
     if not examples:
         raise ValueError(f"no examples of at most max_length={cfg.max_length} tokens")
     lengths = [len(e.ids) for e in examples]
-    batches = rank_batches(length_grouped_batches(lengths, cfg.batch_size * processes, random.Random(cfg.seed)),
-                           accelerator.process_index, processes)
-    # 4. optimisation
-    params = trainable_parameters(model)
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    device = accelerator.device
-    warmup = round(cfg.warmup_ratio * cfg.steps)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.steps, warmup))
-    losses: list[float] = []
-    tokens, loop_start = 0, time.monotonic()
-    with StageProgress("sft", total=cfg.steps, unit="steps", enabled=cfg.progress and accelerator.is_main_process
-                       ) as bar:
-        for _ in range(cfg.steps):
-            ids, attn, mask = collate([examples[i] for i in next(batches)], tokenizer.pad_token_id)
-            weighted, weight, agent_sum, n = sft_sums(model, ids.to(device), attn.to(device), mask.to(device),
-                                                      cfg.context_weight)
-            # the global batch's Σw, so that the processes' averaged gradients are those of Σ weighted / Σ w
-            totals = accelerator.reduce(torch.stack([weight.detach(), agent_sum, torch.tensor(
-                float(n), device=device), attn.sum().to(device).float()]), reduction="sum")
-            loss = weighted * processes / totals[0].clamp(min=1e-8)
-            optimizer.zero_grad(set_to_none=True)
-            accelerator.backward(loss)
-            if cfg.max_grad_norm is not None:
-                accelerator.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
-            schedule.step()
-            losses.append(float(totals[1] / totals[2].clamp(min=1)))
-            tokens += int(totals[3])
-            recent = losses[-10:]
-            bar.advance(1, stats=f"loss {sum(recent) / len(recent):.3f}, "
-                                 f"{tokens / (time.monotonic() - loop_start):.0f} tok/s")
+    order = length_grouped_batches(lengths, cfg.batch_size, random.Random(cfg.seed))
+    batches = [[examples[i] for i in next(order)] for _ in range(cfg.steps)]
+    # 4. optimisation on the engine
+    result = fit(model, batches, SFTLoss(tokenizer.pad_token_id, cfg.context_weight), cfg,
+                 Path(cfg.output_dir) / "trainer", label="sft")
+    trainer = result.trainer
+    losses = [r["agent_nll"] / max(r["agent_tokens"], 1e-12) for r in result.curve]
+    trained_tokens = sum(len(e.ids) for b in batches for e in b)
     # 5. save (one process writes; every process returns once the folder is complete)
-    model = accelerator.unwrap_model(model).eval()
+    state_dict = saving_state_dict(trainer)
     out = Path(cfg.output_dir)
-    if accelerator.is_main_process:
-        save_policy(model, tokenizer, out)
+    if trainer.is_world_process_zero():
+        save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out, save_dtype=cfg.save_dtype,
+                    state_dict=state_dict)
         metrics = {
-            "config": json.loads(cfg.model_dump_json()), "processes": processes,
+            "config": json.loads(cfg.model_dump_json()), "processes": trainer.args.world_size,
             "trajectories": len(trajs), "examples": len(examples), "example_tokens": sum(lengths),
-            "target_tokens": sum(sum(e.mask) for e in examples), "trained_tokens": tokens,
+            "target_tokens": sum(sum(e.mask) for e in examples), "trained_tokens": trained_tokens,
             "loss_first": sum(losses[:10]) / len(losses[:10]), "loss_last": sum(losses[-10:]) / len(losses[-10:]),
-            "losses": [round(x, 5) for x in losses], "wall_s": round(time.monotonic() - start, 2),
+            "losses": [round(x, 5) for x in losses], "tokens_per_s": round(trained_tokens / result.seconds, 1),
+            "wall_s": round(time.monotonic() - start, 2),
         }
         (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
-    accelerator.wait_for_everyone()
+    trainer.accelerator.wait_for_everyone()
     return out

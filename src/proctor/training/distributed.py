@@ -1,0 +1,56 @@
+"""Several training processes (torchrun / accelerate launch): sampling happens on the main process (rank 0)
+and its result is broadcast to every process, which then trains on its shard of each batch (`engine`).
+
+Rank 0 samples with the policy it holds; the processes hold the same weights after every optimizer step (DDP),
+so the samples are the policy's whatever process draws them. Only the main process writes files and prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _process_group() -> Any:
+    """torch.distributed, initialised (gloo on the CPU, nccl on CUDA) by Accelerate's `PartialState`."""
+    import torch
+    from accelerate import PartialState
+
+    PartialState(cpu=not torch.cuda.is_available())
+    return torch.distributed
+
+
+def on_main_then_broadcast(fn: Callable[[], T]) -> T:
+    """`fn()` run on the main process and its (picklable) result sent to every process; `fn()` itself with one
+    process. An exception on the main process is raised on every process, so none waits forever."""
+    if world_size() == 1:
+        return fn()
+    dist = _process_group()
+    box: list[Any] = [None]
+    if is_main_process():
+        try:
+            box[0] = ("ok", fn())
+        except Exception as e:  # re-raised below on every process
+            box[0] = ("error", e)
+    dist.broadcast_object_list(box, src=0)
+    status, value = box[0]
+    if status == "error":
+        raise value
+    return value
+
+
+def barrier() -> None:
+    """Wait for every process (a no-op with one)."""
+    if world_size() > 1:
+        _process_group().barrier()
