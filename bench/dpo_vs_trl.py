@@ -1,4 +1,5 @@
-"""DPO training throughput: proctor's DPO step (`proctor.rl.dpo_step`) vs TRL's stable `DPOTrainer`, on the
+"""DPO training throughput: proctor's DPO step (`proctor.rl.dpo_step.DPOLoss` on the training engine,
+`proctor.training.fit`, as online DPO trains) vs TRL's stable `DPOTrainer`, on the
 same preference pairs (the same token ids), the same model, batch size, learning rate and epochs; fp32.
 
     python bench/dpo_vs_trl.py [--pairs 256] [--batch 8] [--epochs 1] [--hidden 256] [--layers 4] [--threads 2]
@@ -10,7 +11,7 @@ reply ending with the end-of-turn token. TRL tokenizes the text; proctor then tr
 
 TRL is run twice: with its default reference (a frozen copy of the model, run at every step) and with
 `precompute_ref_log_probs=True` (the reference pass once, before training, as proctor does). Each timing covers
-the whole training of the pairs: for proctor its reference pass plus its optimizer steps; for TRL
+the whole training of the pairs: for proctor its reference pass plus `fit` (the Trainer's set-up included); for TRL
 `trainer.train()` plus, with precomputation, the reference pass it runs first. Tokens/s = (prompt + chosen +
 prompt + rejected tokens) × epochs / seconds. Needs the `trl` extra (`pip install -e ".[trl]"`); without it
 the script prints {"skipped": ...} and exits 0.
@@ -110,24 +111,26 @@ def run_trl(model, tokenizer, rows, args, precompute: bool, workdir: Path):
     return seconds, trainer.train_dataset, result.training_loss
 
 
-def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool):
-    """proctor's reference pass + DPO steps over `pairs`: ((wall s, CPU s), mean loss)."""
-    from proctor.rl.dpo_step import dpo_step, reference_logprobs
+def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool, workdir: Path):
+    """proctor's reference pass + DPO steps over `pairs` on the training engine (`fit`, AdamW, constant lr,
+    clipping at 1, fp32): ((wall s, CPU s), mean loss)."""
+    from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
+    from proctor.training.config import OptimizationConfig
+    from proctor.training.engine import fit
 
     gen = torch.Generator().manual_seed(args.seed)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     pad = tokenizer.pad_token_id
+    opt = OptimizationConfig(learning_rate=args.lr, lr_scheduler_type="constant", precision="fp32", device="cpu",
+                             seed=args.seed, progress=False, logging_steps=10**6)
     start, cpu = time.perf_counter(), time.process_time()
     ref_c, ref_r = reference_logprobs(model, pairs, pad, args.batch, shared_prompt=shared_prompt)
-    model.train()
-    losses = []
+    rows = [DPORow(p, c, r) for p, c, r in zip(pairs, ref_c.tolist(), ref_r.tolist(), strict=True)]
+    batches = []
     for _ in range(args.epochs):
-        order = torch.randperm(len(pairs), generator=gen).tolist()
-        for i in range(0, len(order), args.batch):
-            idx = order[i:i + args.batch]
-            stats = dpo_step(model, optimizer, [pairs[j] for j in idx], ref_c[idx], ref_r[idx], pad_id=pad,
-                             beta=args.beta, max_grad_norm=1.0, shared_prompt=shared_prompt)
-            losses.append(stats["loss"])
+        order = torch.randperm(len(rows), generator=gen).tolist()
+        batches += [[rows[j] for j in order[i:i + args.batch]] for i in range(0, len(order), args.batch)]
+    result = fit(model, batches, DPOLoss(pad, beta=args.beta, shared_prompt=shared_prompt), opt, workdir)
+    losses = [r["loss"] for r in result.curve]
     return (time.perf_counter() - start, time.process_time() - cpu), sum(losses) / len(losses)
 
 
@@ -176,7 +179,8 @@ def main() -> None:
                         pairs = [PreferencePair(list(x["prompt_ids"]), list(x["chosen_ids"]), list(x["rejected_ids"]),
                                                 (True, True), "", "", (1.0, 0.0)) for x in dataset]
                 else:
-                    seconds, loss = run_proctor(model, tokenizer, pairs, args, name == "proctor_shared_prompt")
+                    seconds, loss = run_proctor(model, tokenizer, pairs, args, name == "proctor_shared_prompt",
+                                                Path(tmp) / f"{name}-{r}")
                 runs[name].append(seconds)
                 losses[name] = loss
                 print(f"[bench] repeat {r + 1}/{args.repeats} {name}: {seconds[0]:.1f} s wall, {seconds[1]:.1f} s CPU",

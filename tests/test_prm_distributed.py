@@ -2,7 +2,8 @@
 distributed setting in the config (no `use_cpu`), shares the data between the ranks: one epoch over 64
 examples at 4 per process takes 64 / (2·4) = 8 steps (two separate full jobs would take 16 each), and the
 loss curve is 1 process's at 8 per batch on the same global batches (every example has 2 labelled steps, so
-the mean of the ranks' loss means is the global batch's mean)."""
+the mean of the ranks' loss means is the global batch's mean). `proctor prm train-likelihood` likewise: 2
+processes at the global batch of 1 follow its curve (the engine normalises by the global batch's weight)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import yaml
 
 from proctor.prm.config import PRMTrainConfig
 from proctor.prm.data import write_stepwise
+from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
 from proctor.prm.trainer import train_prm
+from test_prm_likelihood import PROMPT, _labelled_store
 from test_prm_train import toy
 from torchrun_cli import torchrun_cli
 
@@ -65,3 +68,26 @@ def test_two_processes_share_the_data_and_follow_the_single_process_curve(tmp_pa
     for curve in (ddp, single):
         assert sum(curve[-4:]) < 0.8 * sum(curve[:4])
     assert (tmp_path / "ddp" / "prm_config.json").is_file()
+
+
+@pytest.mark.slow
+def test_likelihood_prm_two_processes_follow_the_single_process_curve(tmp_path, tiny_model_dir):
+    """Global batches of 6 labelled + 4 anchor rows, split 3 + 2 per process: the per-step loss (mean BCE +
+    λ·mean anchor NLL) equals one process's to 2e-3 (float rounding of the split passes, over 8 steps at lr
+    3e-3); the main process alone writes the folder."""
+    data = _labelled_store(tmp_path, "train", 4)
+    fields = {"policy": str(tiny_model_dir), "prompt": PROMPT, "data": [str(data)], "target": "fav",
+              "anchor": str(data), "anchor_expert": "search", "anchor_weight": 0.5, "anchor_batch_size": 4,
+              "steps": 8, "batch_size": 6,
+              "learning_rate": 3e-3, "logging_steps": 1, "device": "cpu", "progress": False}
+    (tmp_path / "ddp.yaml").write_text(yaml.safe_dump({**fields, "output_dir": str(tmp_path / "ddp")}))
+    res = torchrun_cli(tmp_path, ["prm", "train-likelihood", str(tmp_path / "ddp.yaml")], RANKS)
+    assert {json.loads(line)["output_dir"] for line in res.stdout.splitlines() if line.startswith('{"output_dir"')} \
+        == {str(tmp_path / "ddp")}
+    ddp = json.loads((tmp_path / "ddp" / LIKELIHOOD_FILE).read_text())
+    single = train_likelihood_prm(LikelihoodPRMConfig(**fields, output_dir=tmp_path / "single"))
+    assert ddp["processes"] == RANKS and single["processes"] == 1 and len(ddp["curve"]) == 8
+    for key in ("loss", "bce", "anchor_nll"):
+        assert [r[key] for r in ddp["curve"]] == pytest.approx([r[key] for r in single["curve"]], abs=2e-3), key
+    assert ddp["bias"] == pytest.approx(single["bias"], abs=2e-3)
+    assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == sorted(p.name for p in (tmp_path / "single").iterdir())

@@ -104,7 +104,7 @@ def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
     data = _labelled_store(root, "train", 8)
     cfg = LikelihoodPRMConfig(policy=str(tiny_model_dir), prompt=PROMPT, data=[data], target="fav",
                               output_dir=root / "prm", steps=150, batch_size=8, learning_rate=3e-3,
-                              warmup_steps=5, progress=False)
+                              warmup_ratio=5 / 150, progress=False)
     summary = train_likelihood_prm(cfg)
     assert summary["examples"] > 0 and summary["skipped"] == {"replayed": 0, "unlabelled": 0}
     return root / "prm", _labelled_store(root, "test", 4)
@@ -241,3 +241,26 @@ def test_prm_score_takes_it_on_trajectories_and_names_what_it_cannot_score(train
     (tmp_path / "steps.json").write_text(json.dumps([{"prompt": "2+2?", "completions": ["4"]}]))
     res = CliRunner().invoke(app, ["prm", "score", str(prm), str(tmp_path / "steps.json")])
     assert res.exit_code != 0 and "is a likelihood PRM" in res.output
+
+
+def test_one_step_at_lr_1e_6_from_a_bf16_checkpoint_moves_the_weights(tmp_path, bf16_model_dir):
+    """Default precision (float32 weights, saved in float32): one AdamW step at lr 1e-6 moves ≥ 90% of the
+    LM's weights (the embedding rows of tokens absent from the batch get no gradient and are left out)."""
+    from moved_weights import moved_fraction
+
+    data = _labelled_store(tmp_path, "train", 2)
+    cfg = LikelihoodPRMConfig(policy=str(bf16_model_dir), prompt=PROMPT, data=[data], target="fav",
+                              output_dir=tmp_path / "prm", steps=1, batch_size=4, learning_rate=1e-6, progress=False)
+    summary = train_likelihood_prm(cfg)
+    assert summary["curve"][0]["lr"] == pytest.approx(1e-6)  # the warm-up starts at lr·1/W, W = 1 here
+    assert moved_fraction(bf16_model_dir, tmp_path / "prm", skip=("embed_tokens",)) >= 0.9
+
+
+def test_gradient_checkpointing_trains_the_same_curve(tmp_path, tiny_model_dir):
+    data = _labelled_store(tmp_path, "train", 2)
+    fields = {"policy": str(tiny_model_dir), "prompt": PROMPT, "data": [data], "target": "fav", "steps": 3,
+              "batch_size": 4, "learning_rate": 1e-3, "logging_steps": 1, "progress": False}
+    plain = train_likelihood_prm(LikelihoodPRMConfig(**fields, output_dir=tmp_path / "plain"))
+    ckpt = train_likelihood_prm(LikelihoodPRMConfig(**fields, output_dir=tmp_path / "ckpt",
+                                                    gradient_checkpointing=True))
+    assert [r["loss"] for r in ckpt["curve"]] == pytest.approx([r["loss"] for r in plain["curve"]], abs=1e-4)

@@ -191,3 +191,35 @@ def test_build_reports_no_weight_surprises_for_a_plain_backbone_and_leaves_loggi
         ProcessRewardModel.build(tiny_model_dir, "scalar", dtype="float32")
     assert not [r for r in caplog.records if r.name == "proctor.prm.model"]
     assert modeling_logger.filters == filters_before
+
+
+def test_reward_tokens_head_projects_scored_positions_onto_two_rows_only(tiny_model_dir):
+    """The reward_tokens head's logits, z = h·W[ids]ᵀ at the scored positions, equal the full LM head's logits
+    at the reward tokens (logits[..., ids]), so the scores are unchanged."""
+    prm = ProcessRewardModel.build(tiny_model_dir, "reward_tokens", dtype="float32").eval()
+    f = prm.tokenize(EXAMPLES[0])
+    ids = torch.tensor([f["input_ids"]])
+    mask = torch.tensor([f["step_mask"]], dtype=torch.bool)
+    with torch.no_grad():
+        full = prm.hf_model(ids).logits[..., list(prm.reward_token_ids)]
+        every = prm(ids).logits
+        scored = prm(ids, score_mask=mask).logits
+    assert every.shape == full.shape and torch.allclose(every, full, atol=1e-5)
+    assert torch.allclose(scored[mask], full[mask], atol=1e-5) and not scored[~mask].any()
+    assert prm.scores(scored)[mask].tolist() == pytest.approx(prm.scores(full)[mask].tolist(), abs=1e-6)
+
+
+def test_auto_dtype_is_bf16_only_on_a_cuda_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    from proctor.prm.model import auto_dtype
+
+    assert auto_dtype() == torch.float32 and auto_dtype("cpu") == torch.float32  # where build loads: the CPU
+    assert auto_dtype("cuda") == torch.bfloat16 and auto_dtype("auto") == torch.bfloat16
+
+
+@pytest.mark.parametrize("method", ["activation_checkpointing_enable", "gradient_checkpointing_enable"])
+def test_checkpointing_is_delegated_to_the_backbone(tiny_model_dir, method):
+    prm = ProcessRewardModel.build(tiny_model_dir, "scalar", dtype="float32")
+    getattr(prm, method)({"use_reentrant": False})
+    assert prm.hf_model.is_activation_checkpointing

@@ -8,6 +8,7 @@ import random
 import re
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -152,3 +153,23 @@ def test_server_scores_examples_and_trajectories(tiny_model_dir):
     r = client.post("/score", json={"trajectories": [traj]})
     assert r.status_code == 200 and len(r.json()["scores"][0]) == 2
     assert client.post("/score", json={}).status_code == 422
+
+
+def test_one_step_at_lr_1e_6_from_a_bf16_checkpoint_moves_the_weights(tmp_path, tiny_model_dir, bf16_model_dir):
+    """Default precision (model dtype auto: float32 weights): one AdamW step at lr 1e-6 moves ≥ 90% of the
+    backbone's weights; bf16 weights would lose most such updates. The embedding table is left out (the
+    marker token grows it, and the rows of tokens absent from the batch get no gradient)."""
+    from moved_weights import moved_fraction
+
+    raw = config(tmp_path, tiny_model_dir, max_steps=1, learning_rate=1e-6)
+    raw["model"] = {"backbone": str(bf16_model_dir), "head": "scalar"}
+    _, _, trainer = train_prm(PRMTrainConfig.model_validate(raw))
+    assert next(trainer.model.parameters()).dtype == torch.float32
+    assert moved_fraction(bf16_model_dir, tmp_path / "out", skip=("embed_tokens", "lm_head")) >= 0.9
+
+
+@pytest.mark.parametrize("head,loss", [("scalar", "bce"), ("reward_tokens", "ce")])
+def test_gradient_checkpointing_trains(tmp_path, tiny_model_dir, head, loss):
+    raw = config(tmp_path, tiny_model_dir, head, loss, max_steps=2, gradient_checkpointing=True)
+    prm, _, trainer = train_prm(PRMTrainConfig.model_validate(raw))
+    assert prm.hf_model.is_activation_checkpointing and len(losses_of(trainer)) == 2

@@ -12,9 +12,9 @@ import torch
 from proctor.models import load
 from proctor.rl.archer import ArCHerConfig, train_archer
 from proctor.rl.critic import UtteranceCritic, critic_loss
-from proctor.rl.grpo import frozen_copy
 from proctor.rl.replay import ReplayBuffer, Transition, transitions
 from proctor.rl.td import polyak_update
+from proctor.training.policy import frozen_copy
 
 #: the tiny model generating free-text questions: short replies, a 3-turn limit (losing episodes truncate)
 AGENT = {"kind": "hf", "temperature": 1.0, "max_new_tokens": 8, "prompt": {"history": 1}}
@@ -112,3 +112,27 @@ def test_archer_end_to_end_on_twenty_questions(tiny_model_dir, tmp_path):
     assert [r.action_ids for r in rows] == [s.token_ids for t in trajs for s in t.steps]
     last = [r for r in rows if r.step == 2]
     assert last and all(r.truncated and not r.terminated for r in last if r.reward == -1.0)
+
+
+def _one_step(policy, tmp_path, **fields) -> ArCHerConfig:
+    """ArCHer at its defaults (learning rate 1e-6) on one 2-step `twenty_questions` episode: one actor step."""
+    return ArCHerConfig(policy=str(policy), output_dir=tmp_path / "run", env="twenty_questions",
+                        env_kwargs={"max_steps": 2}, tasks=1, agent=AGENT, progress=False, **fields)
+
+
+def test_one_actor_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, tmp_path):
+    """The weights train in float32: one AdamW step at lr 1e-6 moves (nearly) all of them."""
+    from moved_weights import moved_fraction
+
+    result = train_archer(_one_step(bf16_model_dir, tmp_path, critic_updates=0))
+    assert result.iterations[0]["train"]["steps"] == 1 and result.iterations[0]["critic"]["steps"] == 0
+    assert moved_fraction(bf16_model_dir, result.policy_dir) >= 0.9
+
+
+def test_gradient_checkpointing_trains_the_actor_and_the_critic(tiny_model_dir, tmp_path):
+    """(The likelihood critic's: `test_rl_likelihood_critic`.)"""
+    result = train_archer(_one_step(tiny_model_dir, tmp_path, critic_updates=2, critic_batch_size=2,
+                                    gradient_checkpointing=True))
+    m = result.iterations[0]
+    assert m["train"]["steps"] == 1 and m["critic"]["steps"] == 2
+    assert all(torch.isfinite(torch.tensor(s["loss"])) for s in m["critic"]["log"] + m["train"]["log"])

@@ -58,7 +58,7 @@ def test_targets_are_best_of_n_of_the_proposer_and_the_prm(setup, tiny_model_dir
     assert target.replies == [list(c.token_ids) for c in cands]
     # the student's choice distribution is the agent's own
     with torch.no_grad():
-        [logp] = choice_log_probs(agent, [target])
+        [logp] = choice_log_probs(agent.model, [target], agent.pad_id)
     assert logp.exp().tolist() == pytest.approx(p, abs=1e-5)
 
 
@@ -76,7 +76,8 @@ def test_end_to_end_the_student_moves_towards_the_targets(setup, tiny_model_dir,
 
     def cross_entropy(path) -> float:
         with torch.no_grad():
-            logps = choice_log_probs(ChoiceAgent(str(path), prompt=PROMPT), targets)
+            agent = ChoiceAgent(str(path), prompt=PROMPT)
+            logps = choice_log_probs(agent.model, targets, agent.pad_id)
         return sum(float(soft_cross_entropy(lp, torch.tensor(t.probs))) for t, lp in zip(targets, logps, strict=True))
 
     assert cross_entropy(policy_dir) < cross_entropy(tiny_model_dir)

@@ -87,6 +87,40 @@ def test_filtered_bc_clones_the_best_trajectories(tiny_model_dir, tmp_path):
     assert logp(result.policy_dir) > logp(tiny_model_dir)
 
 
+def _small(config, policy, tmp_path, **fields):
+    """A run on one 2-step `twenty_questions` episode (the defaults otherwise)."""
+    return config(policy=str(policy), output_dir=tmp_path / "run", env="twenty_questions", env_kwargs={"max_steps": 2},
+                  tasks=1, agent=AGENT, progress=False, **fields)
+
+
+def test_one_critic_step_from_a_bf16_checkpoint_moves_the_critics_weights(bf16_model_dir, tmp_path):
+    """CHAI trains only its critic, in float32: one AdamW step at lr 1e-6 moves its backbone's weights (the
+    embedding rows of tokens absent from the batch get no gradient and are left out)."""
+    from moved_weights import moved_fraction
+
+    result = train_chai(_small(CHAIConfig, bf16_model_dir, tmp_path, candidates=2, critic_updates=1,
+                               critic_batch_size=1, critic_learning_rate=1e-6))
+    assert result.iterations[0]["critic"]["steps"] == 1
+    assert moved_fraction(bf16_model_dir, result.critic_dir, skip=("embed_tokens",)) >= 0.9
+
+
+def test_one_fbc_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, tmp_path):
+    from moved_weights import moved_fraction
+
+    result = train_filtered_bc(_small(FilteredBCConfig, bf16_model_dir, tmp_path, keep="threshold",
+                                      keep_value=-100.0))
+    assert result.iterations[0]["train"]["steps"] == 1
+    assert moved_fraction(bf16_model_dir, result.policy_dir) >= 0.9
+
+
+def test_chai_and_fbc_train_with_gradient_checkpointing(tiny_model_dir, tmp_path):
+    chai = train_chai(_small(CHAIConfig, tiny_model_dir, tmp_path / "chai", candidates=2, critic_updates=2,
+                             critic_batch_size=2, gradient_checkpointing=True))
+    fbc = train_filtered_bc(_small(FilteredBCConfig, tiny_model_dir, tmp_path / "fbc", keep="threshold",
+                                   keep_value=-100.0, gradient_checkpointing=True))
+    assert chai.iterations[0]["critic"]["steps"] == 2 and fbc.iterations[0]["train"]["steps"] == 1
+
+
 def test_train_archer_chai_fbc_cli(tiny_model_dir, tmp_path):
     config = tmp_path / "archer.yaml"
     config.write_text(yaml.safe_dump({

@@ -76,3 +76,37 @@ def test_fresh_tasks_take_the_next_window_of_the_split_each_iteration(tiny_model
     assert iteration_tasks(cfg, 2) == ids[n:] + ids[: 2 * n - len(ids)]
     with pytest.raises(ValueError, match="fresh_tasks needs `tasks` as a number"):
         GRPOConfig(policy=str(tiny_model_dir), output_dir=tmp_path / "run", env="shop", fresh_tasks=True)
+
+
+def small(policy, out, **kw) -> GRPOConfig:
+    """A small GRPO run: 2 tasks × 4 rollouts (a group with signal), one optimizer step (1 epoch, one minibatch)."""
+    base = {"policy": str(policy), "output_dir": out, "env": "shop", "env_kwargs": {"max_steps": 10}, "tasks": 2,
+            "group_size": 4, "minibatch_size": 1024, "agent": AGENT, "outcome": "score", "device": "cpu", "progress": False}
+    return GRPOConfig.model_validate({**base, **kw})
+
+
+def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, tmp_path, monkeypatch):
+    """Defaults (lr 1e-6, kl_coef 0: no reference is loaded): the weights train in float32."""
+    from moved_weights import moved_fraction
+    from proctor.rl import grpo
+
+    monkeypatch.setattr(grpo, "KLReference", None)  # kl_coef 0 must not build a reference
+    result = train_grpo(small(bf16_model_dir, tmp_path / "run"))
+    assert result.iterations[0]["train"]["steps"] == 1
+    assert moved_fraction(bf16_model_dir, result.policy_dir) >= 0.9
+
+
+def test_gradient_checkpointing_runs(tiny_model_dir, tmp_path):
+    result = train_grpo(small(tiny_model_dir, tmp_path / "run", gradient_checkpointing=True, learning_rate=1e-3))
+    first = result.iterations[0]["train"]["log"][0]
+    assert first["ratio"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_lora_kl_reference_is_the_adapter_disabled_starting_policy(tiny_model_dir, tmp_path):
+    """Iteration 1 starts at the reference (LoRA's B = 0): KL 0; iteration 2 starts from the trained adapters
+    while the reference stays the base model: KL > 0."""
+    result = train_grpo(small(tiny_model_dir, tmp_path / "run", lora={"r": 4, "target_modules": "all-linear"},
+                              kl_coef=0.1, iterations=2, learning_rate=1e-2))
+    first, second = (it["train"]["log"][0] for it in result.iterations)
+    assert first["kl"] == pytest.approx(0.0, abs=1e-9)
+    assert second["kl"] > 1e-9

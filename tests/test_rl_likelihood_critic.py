@@ -17,9 +17,9 @@ from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.prm.likelihood import LIKELIHOOD_FILE
 from proctor.rl.archer import ArCHerConfig, critic_parameter_groups, train_archer
 from proctor.rl.critic import critic_loss
-from proctor.rl.grpo import frozen_copy
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.replay import Transition
+from proctor.training.policy import frozen_copy
 from test_rl_archer import td_losses
 
 PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
@@ -162,7 +162,7 @@ def test_archer_with_the_expected_baseline_and_a_kl_penalty(tiny_model_dir, tmp_
 def test_archer_actor_with_ppo_clipping_starts_at_ratio_one_and_clips_once_it_moves(tiny_model_dir, tmp_path):
     cfg = _household_archer(tiny_model_dir, tmp_path, iterations=1, critic_updates=1, minibatch_size=4,
                             actor_epochs=3, learning_rate=5e-2, whiten_advantages=True, actor_loss="ppo-clip",
-                            clip=0.1)
+                            clip=0.1, gradient_checkpointing=True)  # the critic's and the actor's
     log = train_archer(cfg).iterations[0]["train"]["log"]
     assert log[0]["ratio"] == pytest.approx(1.0, abs=1e-5) and log[0]["clipfrac"] == 0.0
     assert max(s["clipfrac"] for s in log) > 0  # later steps leave the trust region and are clipped

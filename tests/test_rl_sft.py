@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from proctor.cli import app
 from proctor.models import load, load_tokenizer
 from proctor.prompts import PromptConfig, render_training_text
-from proctor.rl.sft import SFTConfig, collate, lr_factor, masked_nll, sft_loss, train_sft
+from proctor.rl.sft import SFTConfig, SFTLoss, collate, sft_loss, train_sft
+from proctor.rl.sft_data import Example
 from proctor.rl.sft_data import (
     build_examples,
     episode_example,
@@ -108,15 +109,6 @@ def test_build_examples_counts(tok) -> None:
         build_examples(tok, trajs, PromptConfig(), {0}, "tokens")
 
 
-def test_lr_factor_by_hand() -> None:
-    # warm-up 2 of 10 steps: 1/2, 2/2; then ½(1 + cos(π·(s−2)/8))
-    assert lr_factor(0, 10, 2) == 0.5 and lr_factor(1, 10, 2) == 1.0
-    assert lr_factor(2, 10, 2) == 1.0
-    assert lr_factor(6, 10, 2) == pytest.approx(0.5)
-    assert lr_factor(10, 10, 2) == pytest.approx(0.0)
-    assert lr_factor(0, 4, 0) == 1.0
-
-
 def test_length_grouped_batches_cover_every_example() -> None:
     lengths = [5, 1, 9, 3, 7, 2, 8]
     batches = length_grouped_batches(lengths, 3, random.Random(0), group=1)
@@ -130,7 +122,7 @@ def test_masked_nll_equals_the_mean_over_targets(tiny_model_dir) -> None:
     ids = torch.tensor([[5, 6, 7, 8, 9], [9, 8, 7, 0, 0]])
     attn = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     mask = torch.tensor([[0, 0, 1, 1, 0], [0, 1, 0, 0, 0]])
-    loss, n = masked_nll(model, ids, attn, mask)
+    loss, _, n = sft_loss(model, ids, attn, mask)
     with torch.no_grad():
         logp = torch.log_softmax(model(input_ids=ids, attention_mask=attn).logits.float(), dim=-1)
     # targets: row 0 tokens 2, 3 (7, 8) predicted at positions 1, 2; row 1 token 1 (8) at position 0
@@ -143,9 +135,14 @@ def test_masked_nll_equals_the_mean_over_targets(tiny_model_dir) -> None:
     assert agent.item() == pytest.approx(float(by_hand), abs=1e-5) and n == 3
 
 
-def test_collate_pads_right() -> None:
-    from proctor.rl.sft_data import Example
+def test_sft_loss_weight_counts_agent_and_context_tokens_by_hand() -> None:
+    rows = [Example([1, 2, 3, 4], [0, 0, 1, 1], "a"), Example([5, 6], [0, 1], "b")]
+    # predicted tokens: 3 + 1; of them agent tokens 2 + 1, context 1 + 0
+    assert SFTLoss(pad_id=0, context_weight=0.0).weight(rows) == 3
+    assert SFTLoss(pad_id=0, context_weight=0.5).weight(rows) == pytest.approx(3.5)
 
+
+def test_collate_pads_right() -> None:
     ids, attn, mask = collate([Example([1, 2, 3], [0, 1, 1], "a"), Example([4], [1], "b")], pad_id=0)
     assert ids.tolist() == [[1, 2, 3], [4, 0, 0]]
     assert attn.tolist() == [[1, 1, 1], [1, 0, 0]] and mask.tolist() == [[0, 1, 1], [1, 0, 0]]
@@ -168,7 +165,7 @@ def demo_nll(model_dir, demos, prompt: PromptConfig) -> float:
                               set(eos_token_ids(model, tok)), "steps")
     ids, attn, mask = collate(examples, tok.pad_token_id)
     with torch.no_grad():
-        return float(masked_nll(model, ids, attn, mask)[0])
+        return float(sft_loss(model, ids, attn, mask)[0])
 
 
 def test_short_sft_lowers_the_loss_and_reloads(tiny_model_dir, demos, tmp_path) -> None:
@@ -229,3 +226,33 @@ def test_sft_is_reproducible_by_seed(tiny_model_dir, demos, tmp_path) -> None:
     first = losses(0, "a")
     assert losses(0, "b") == first
     assert losses(1, "c") != first  # another seed draws other batches
+
+
+def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, demos, tmp_path) -> None:
+    """The bf16 trap: plain AdamW on bf16 weights at lr 1e-6 moved 2% of them; the weights train in float32."""
+    from moved_weights import moved_fraction
+
+    out = train_sft(SFTConfig(model=str(bf16_model_dir), data=demos, output_dir=tmp_path / "sft", steps=1,
+                              learning_rate=1e-6, progress=False))
+    assert moved_fraction(bf16_model_dir, out) >= 0.9
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"  # saved in float32
+
+
+def test_accumulation_and_checkpointing_follow_the_same_curve(tiny_model_dir, demos, tmp_path) -> None:
+    """Accumulating 2 micro-batches per step, normalised by the whole step's token weight, is the step of the
+    whole batch; gradient checkpointing recomputes the same activations."""
+    def losses(name: str, **kw) -> list[float]:
+        cfg = SFTConfig(model=str(tiny_model_dir), data=demos, prompt=PromptConfig(history=1), output_dir=tmp_path /
+                        name, steps=4, batch_size=6, context_weight=0.2, learning_rate=3e-3, progress=False, **kw)
+        return json.loads((train_sft(cfg) / "sft.json").read_text())["losses"]
+
+    whole = losses("whole")
+    assert losses("accumulated", gradient_accumulation_steps=2) == pytest.approx(whole, abs=1e-4)
+    assert losses("checkpointed", gradient_checkpointing=True) == pytest.approx(whole, abs=1e-4)
+
+
+def test_renamed_dtype_field_is_one_line(tiny_model_dir, demos, tmp_path) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="dtype: replaced by `precision`"):
+        SFTConfig(model=str(tiny_model_dir), data=demos, output_dir=tmp_path, dtype="bfloat16")

@@ -90,13 +90,15 @@ class ChoiceAgent(Agent):
         temperature: float = 1.0,
         seed: int | None = 0,
         batch_size: int | None = None,
-        device: Any = None,
-        dtype: Any = None,
+        device: Any = "auto",
+        dtype: Any = "auto",
         max_new_tokens: int = 48,
     ):
         """`batch_size`: most (prefix, action) rows per forward pass (None: all of a call's rows at once).
-        `max_new_tokens` applies to the free-generation fallback."""
-        from proctor.models.loading import load, prepare_tokenizer, resolve_device
+        `max_new_tokens` applies to the free-generation fallback. `device` / `dtype` place a model loaded from
+        a path (`proctor.models.loading.load`: auto = CUDA when there is one, bf16 there, else CPU float32); a
+        model object given stays where it is unless `device` names one."""
+        from proctor.models.loading import load, move_model, prepare_tokenizer
 
         if temperature < 0 or (batch_size is not None and batch_size < 1):
             raise ValueError(f"bad settings: temperature={temperature} (>= 0), batch_size={batch_size} (>= 1)")
@@ -108,9 +110,7 @@ class ChoiceAgent(Agent):
                 raise ValueError("ChoiceAgent got a model object but no tokenizer")
             self.model, self.tokenizer = model_or_path, prepare_tokenizer(tokenizer)
             self.model_name = str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
-            target = resolve_device(device)
-            if target is not None:
-                self.model.to(target)
+            move_model(self.model, device)
             self.model.eval()
         self.prompt = prompt if isinstance(prompt, PromptConfig) else PromptConfig.model_validate(prompt or {})
         self.temperature = float(temperature)

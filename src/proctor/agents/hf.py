@@ -14,6 +14,8 @@ left-padded batch (`model.generate`, KV cache), `n` samples per prefix.
   between calls and the next step's prompt runs only its tokens after the longest common token prefix
   (`proctor.agents.prefix_cache`); `meta["reused_prompt_tokens"]` says how many were reused. `reset` (a new
   episode) drops the episode's entry. Models whose cache is not plain full attention turn it off (logged).
+- `device` / `dtype` place a model loaded from a path (`proctor.models.loading.load`: auto = CUDA when there is
+  one, bf16 there, else CPU float32); a model object given stays where it is unless `device` names one.
 """
 
 from __future__ import annotations
@@ -48,12 +50,12 @@ class HFAgent(Agent):
         stop: Sequence[str] | None = None,
         seed: int | None = None,
         batch_size: int | None = None,
-        device: Any = None,
-        dtype: Any = None,
+        device: Any = "auto",
+        dtype: Any = "auto",
         logprobs: bool = True,
         prefix_cache: int = 64,
     ):
-        from proctor.models.loading import load, prepare_tokenizer, resolve_device
+        from proctor.models.loading import load, move_model, prepare_tokenizer
 
         if (temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or prefix_cache < 0
                 or (batch_size is not None and batch_size < 1)):
@@ -68,9 +70,7 @@ class HFAgent(Agent):
                 raise ValueError("HFAgent got a model object but no tokenizer")
             self.model, self.tokenizer = model_or_path, prepare_tokenizer(tokenizer)
             self.model_name = str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
-            target = resolve_device(device)
-            if target is not None:
-                self.model.to(target)
+            move_model(self.model, device)
             self.model.eval()
         self.prompt = prompt if isinstance(prompt, PromptConfig) else PromptConfig.model_validate(prompt or {})
         self.temperature, self.top_p, self.top_k = float(temperature), float(top_p), int(top_k)

@@ -30,6 +30,12 @@ from proctor.prompts.render import PromptConfig
 
 _KINDS: dict[str, type[AgentSpec]] = {}
 
+#: where a local model runs (`proctor.models.loading.resolve_device`)
+Device = Annotated[str, Field(description="auto (CUDA when torch sees one, else cpu), cpu, cuda:1, ...")]
+#: the dtype a local model is loaded in for inference (`proctor.models.loading.inference_dtype`)
+Dtype = Annotated[str | None, Field(description="auto (bf16 on a CUDA GPU with bf16, else float32), a torch "
+                                    "dtype name, or null (the checkpoint's)")]
+
 
 class AgentSpec(BaseModel):
     """Base of every agent config: `kind` names the registry entry, `build()` makes the agent."""
@@ -58,6 +64,11 @@ def register_agent(kind: str, description: str = "") -> Callable[[type[AgentSpec
 def agent_kinds() -> dict[str, str]:
     """The registered kinds with their one-line descriptions."""
     return {k: _KINDS[k].description for k in sorted(_KINDS)}
+
+
+def agent_class(kind: str) -> type[AgentSpec] | None:
+    """The config class of a registered agent kind (None for an unknown one)."""
+    return _KINDS.get(kind)
 
 
 def agent_config(data: AgentSpec | Mapping[str, Any] | str) -> AgentSpec:
@@ -163,8 +174,8 @@ class HFConfig(AgentSpec):
     stop: list[str] | None = None
     seed: int | None = 0
     batch_size: int | None = Field(default=None, ge=1)
-    device: str | None = None
-    dtype: str | None = None
+    device: Device = "auto"
+    dtype: Dtype = "auto"
     prefix_cache: int = Field(default=64, ge=0)
 
     def build(self) -> Agent:
@@ -286,8 +297,8 @@ class ChoiceConfig(AgentSpec):
     temperature: float = Field(default=1.0, ge=0, description="softmax temperature over the actions; 0: greedy")
     seed: int | None = 0
     batch_size: int | None = Field(default=None, ge=1, description="most (state, action) rows per forward pass")
-    device: str | None = None
-    dtype: str | None = None
+    device: Device = "auto"
+    dtype: Dtype = "auto"
     max_new_tokens: int = Field(default=48, ge=1, description="for states without an admissible list (generated)")
 
     def build(self) -> Agent:

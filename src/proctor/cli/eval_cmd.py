@@ -13,6 +13,7 @@ from rich.table import Table
 
 from proctor.agents.registry import agent_kinds
 from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
+from proctor.cli.prm_cmd import DEVICE_HELP, DTYPE_HELP
 from proctor.cli.root import app
 
 
@@ -60,6 +61,11 @@ def eval_cmd(
                                                   "values), e.g. prm=runs/prm beams=4")] = [],  # noqa: B006
     n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's or search's field `n`): e.g. 1,2,4,8")] = None,
     prm: Annotated[Path | None, typer.Option("--prm", help="score every step with this PRM folder")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="where --prm and the agent's or search's models run "
+                                               f"unless their config names one: {DEVICE_HELP} [default: auto]")
+                      ] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help=f"their inference dtype: {DTYPE_HELP} "
+                                              "[default: auto]")] = None,
     split: Annotated[str | None, typer.Option("--split", help="task split [default: test]")] = None,
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
     samples: Annotated[int | None, typer.Option("--samples", help="episodes per task [default: 1]")] = None,
@@ -88,7 +94,8 @@ def eval_cmd(
     if max_steps is not None:
         env_kwargs["max_steps"] = max_steps
     given = {"env": env, "out": out, "name": name, "prm": prm, "env_module": env_module, "split": split,
-             "tasks": tasks, "samples": samples, "batch": batch, "seed": seed, "workers": workers}
+             "tasks": tasks, "samples": samples, "batch": batch, "seed": seed, "workers": workers,
+             "device": device, "dtype": dtype}
     data.update({k: v for k, v in given.items() if v is not None})  # options given here override the file
     data.update(env_kwargs=env_kwargs, progress=progress)
     if search is not None or search_arg:

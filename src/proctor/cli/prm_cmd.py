@@ -13,6 +13,12 @@ from proctor.cli.root import app
 prm_app = typer.Typer(help="Process reward models: train, score, serve.", no_args_is_help=True)
 app.add_typer(prm_app, name="prm")
 
+#: the help of a model's --device and --dtype (`proctor.models.loading.placement`)
+DEVICE_HELP = "auto (CUDA when torch sees one, else cpu), cpu, cuda, cuda:1, ..."
+DTYPE_HELP = "auto (bf16 on a CUDA GPU with bf16, else float32; never bf16 on a CPU), float32, bfloat16, ..."
+DeviceOption = Annotated[str, typer.Option("--device", help=f"where the PRM runs: {DEVICE_HELP}")]
+DtypeOption = Annotated[str, typer.Option("--dtype", help=f"the PRM's inference dtype: {DTYPE_HELP}")]
+
 
 @prm_app.command("train")
 def train(
@@ -85,6 +91,8 @@ def score(
         "--write-back", help="trajectory store: write a copy with Step.scores[--name] filled here")] = None,
     name: Annotated[str, typer.Option("--name", help="the Step.scores key --write-back fills")] = "prm",
     batch_size: int = typer.Option(8),
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
 ) -> None:
     from proctor.cli.errors import user_errors
     from proctor.prm.data import DataError, read_for_scoring
@@ -102,7 +110,7 @@ def score(
             trajs = TrajectoryStore.open(data).load()
         else:
             examples = read_for_scoring(data, fmt)
-        scorer = _scorer(model, batch_size, trajectories=store)
+        scorer = _scorer(model, batch_size, device, dtype, trajectories=store)
     with user_errors("prm score"):
         if store:
             scores = _score_in_chunks(scorer.score_trajectories, trajs, "prm score")
@@ -130,16 +138,17 @@ def _check_prm_folder(model: Path) -> None:
                                 "train one with `proctor prm train`")
 
 
-def _scorer(model: Path, batch_size: int, trajectories: bool = False):
-    """The scorer of a PRM folder; a likelihood PRM only where the data are agent trajectories."""
+def _scorer(model: Path, batch_size: int, device: str, dtype: str, trajectories: bool = False):
+    """The scorer of a PRM folder on `device` in `dtype`; a likelihood PRM only where the data are agent
+    trajectories."""
     from transformers.utils import logging as hf_logging
 
-    from proctor.prm.likelihood import open_scorer
+    from proctor.search.scorer import load_scorer
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar
     if not trajectories:
         _not_likelihood(model, "text steps (stepwise files, ProcessBench)")
-    return open_scorer(model, batch_size)
+    return load_scorer(str(model), batch_size, device, dtype)
 
 
 def _not_likelihood(model: Path, what: str) -> None:
@@ -170,6 +179,8 @@ def serve(
     batch_size: int = typer.Option(8),
     api_key_env: str | None = typer.Option(None, help="environment variable holding the key clients send as Bearer"),
     limit: list[str] = typer.Option([], help="server bound key=value (repeatable), e.g. max_queue=32"),  # noqa: B008
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
 ) -> None:
     """HTTP scoring server: POST /score with {"trajectories": [...]} or {"examples": [{prompt, steps}]}, POST
     /score_actions with {"state": {...}, "actions": [...]}."""
@@ -177,6 +188,7 @@ def serve(
 
     import uvicorn
 
+    from proctor.cli.errors import user_errors
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.server import make_app
@@ -193,7 +205,8 @@ def serve(
         _not_likelihood(model, "the HTTP server's text and candidate requests")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="MODEL") from None
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(model), batch_size=batch_size)
+    with user_errors("prm serve"):
+        scorer = PRMScorer(ProcessRewardModel.from_pretrained(model, device=device, dtype=dtype), batch_size=batch_size)
     auth = f"API key from ${api_key_env}" if api_key else "no API key"
     typer.echo(f"serving the PRM {model} on http://{host}:{port} ({auth})", err=True)
     uvicorn.run(make_app(scorer, api_key, limits), host=host, port=port)
@@ -220,13 +233,16 @@ def evaluate(
         help="evaluate N solutions per file, with the file's mix of erroneous and correct ones")] = None,
     batch_size: Annotated[int, typer.Option()] = 8,
     output: Annotated[Path | None, typer.Option(help="also write the JSON report (with predictions) here")] = None,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
 ) -> None:
     """ProcessBench protocol: predict each solution's first wrong step, report accuracy on erroneous and on
     correct solutions and their harmonic mean (F1) per file: a table on stderr, the JSON on stdout.
     With --trajectories: the score spread, Brier and step AUROC against --target, and pairwise ranking
     accuracy at held-out states from --candidates, with sample sizes and 95% intervals (JSON on stdout)."""
     if trajectories is not None:
-        _eval_trajectories(model, trajectories, target, candidates, margin, gamma, bootstrap, batch_size, output)
+        _eval_trajectories(model, trajectories, target, candidates, margin, gamma, bootstrap, batch_size, output,
+                           device, dtype)
         return
     from proctor.cli.errors import user_errors
     from proctor.cli.options import fail
@@ -249,7 +265,7 @@ def evaluate(
         _check_prm_folder(model)
         solutions = {f: load_solutions(f, limit) for f in processbench}  # every file read before the model
         tuning = load_solutions(tune_on, limit) if tune_on is not None else []
-        scorer = _scorer(model, batch_size)
+        scorer = _scorer(model, batch_size, device, dtype)
     total = sum(len(v) for v in solutions.values()) + len(tuning)
     tuned: dict[str, object] = {}
     with user_errors("prm eval"), StageProgress("prm eval", total=total, unit="solutions") as bar:
@@ -269,7 +285,8 @@ def evaluate(
 
 
 def _eval_trajectories(model: Path, store: Path, target: str | None, candidates: Path | None, margin: float,
-                       gamma: float, n_boot: int, batch_size: int, output: Path | None) -> None:
+                       gamma: float, n_boot: int, batch_size: int, output: Path | None, device: str,
+                       dtype: str) -> None:
     """`prm eval --trajectories`: the report of `proctor.prm.trajectory_eval` as JSON on stdout."""
     from proctor.cli.errors import user_errors
     from proctor.credit.montecarlo import MCConfig
@@ -283,7 +300,7 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
                 raise FileNotFoundError(f"{flag} {path}: not a trajectory store (no manifest.json)")
         trajs = TrajectoryStore.open(store).load()
         comps = TrajectoryStore.open(candidates).load() if candidates is not None else None
-        scorer = _scorer(model, batch_size, trajectories=True)
+        scorer = _scorer(model, batch_size, device, dtype, trajectories=True)
         report = evaluate_trajectories(scorer, trajs, target=target, completions=comps, margin=margin,
                                        mc=MCConfig(gamma=gamma), n_boot=n_boot, progress=True)
     summary = {"model": str(model), "trajectories": str(store), **report}

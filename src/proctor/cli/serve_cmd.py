@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from proctor.cli.prm_cmd import DEVICE_HELP, DTYPE_HELP
 from proctor.cli.root import app
 
 console = Console(stderr=True)
@@ -23,8 +24,8 @@ def serve(
     api_key_env: Annotated[
         str | None, typer.Option(help="environment variable holding the API key clients must send as Bearer")
     ] = None,
-    device: Annotated[str, typer.Option(help="'auto' (cuda if available), 'cpu', 'cuda:0', ...")] = "auto",
-    dtype: Annotated[str, typer.Option(help="'auto' (checkpoint dtype), 'bfloat16', 'float32', ...")] = "auto",
+    device: Annotated[str, typer.Option(help=f"where the model runs: {DEVICE_HELP}")] = "auto",
+    dtype: Annotated[str, typer.Option(help=f"the model's inference dtype: {DTYPE_HELP}")] = "auto",
     limit: Annotated[list[str], typer.Option(
         help="server bound key=value (repeatable): max_body_bytes, max_rows, max_request_tokens, max_queue")]
     = [],  # noqa: B006 - typer needs a literal default

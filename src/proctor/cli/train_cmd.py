@@ -1,156 +1,63 @@
-"""`proctor train ...`: train a policy from a YAML config (`sft`: supervised fine-tuning on demonstrations;
-`dpo`: online DPO against a PRM; `bon-distill`: best-of-N distillation against a PRM; `grpo`, `ppo`: policy
-gradient; `archer`, `chai`, `fbc`: ArCHer's critic-based methods and online filtered BC)."""
+"""`proctor train METHOD CONFIG`: train a policy with one of the registered trainers (`proctor.rl.trainers`)
+from a YAML config; under `torchrun` / `accelerate launch` only the main process prints."""
 
 from __future__ import annotations
 
 import json
+import os
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from proctor.cli.options import validated_config
 from proctor.cli.root import app
+from proctor.rl.trainers import TRAINERS, trainer
 
-train_app = typer.Typer(help="Train policies: SFT on demonstrations, online DPO, best-of-N distillation, GRPO/PPO, "
-                        "ArCHer/CHAI/filtered BC.",
-                        no_args_is_help=True)
-app.add_typer(train_app, name="train")
+#: the registered methods as a choice for typer
+Method = Enum("Method", {name: name for name in TRAINERS}, type=str)
+METHODS_HELP = "\n\n".join(f"{name}: {entry.summary} ({entry.config.replace(':', '.')})"
+                           for name, entry in TRAINERS.items())
 
 
-@train_app.command("sft")
-def sft(
-    config: Annotated[Path, typer.Argument(help="SFTConfig YAML (see `proctor.rl.sft.SFTConfig`)")],
+@app.command("train", help="Train a policy: METHOD is one of the trainers below, CONFIG its YAML config (every "
+             "field is described in the config class named). Prints one JSON line per iteration, then the policy "
+             "folder.\n\n" + METHODS_HELP)
+def train(
+    method: Annotated[Method, typer.Argument(help="the training method", show_default=False)],
+    config: Annotated[Path, typer.Argument(help="the method's config YAML")],
     output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
 ) -> None:
-    """Fine-tune a causal LM on a trajectory store of demonstrations (loss on the agent's tokens); prints the
-    policy folder and the loss as JSON."""
-    from accelerate import PartialState
-
-    from proctor.cli.errors import user_errors
-    from proctor.rl.sft import METRICS_FILE, SFTConfig, train_sft
-
-    cfg = validated_config(config, SFTConfig, output_dir)
-    with user_errors(str(config)):
-        out = train_sft(cfg)
-    if not PartialState().is_main_process:
-        return  # under accelerate launch / torchrun one summary: the processes' lines would interleave
-    metrics = json.loads((out / METRICS_FILE).read_text())
-    typer.echo(json.dumps({"output_dir": str(out), "examples": metrics["examples"],
-                           "loss_first": metrics["loss_first"], "loss_last": metrics["loss_last"],
-                           "wall_s": metrics["wall_s"]}))
-
-
-@train_app.command("dpo")
-def dpo(
-    config: Annotated[Path, typer.Argument(help="OnlineDPOConfig YAML (see `proctor.rl.online_dpo`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """Online DPO against a PRM (AgentPRM stage 3); prints one JSON line per iteration, then the last policy."""
-    from proctor.cli.errors import user_errors
-    from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
-
-    cfg = validated_config(config, OnlineDPOConfig, output_dir)
-    with user_errors(str(config)):
-        result = train_online_dpo(cfg)
-    for metrics in result.iterations:
-        row = {k: v for k, v in metrics.items() if k != "train"}
-        row["train"] = {k: v for k, v in metrics.get("train", {}).items() if k != "log"}
-        typer.echo(json.dumps(row))
-    typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
-
-
-@train_app.command("bon-distill")
-def bon_distill(
-    config: Annotated[Path, typer.Argument(help="BonDistillConfig YAML (see `proctor.rl.bon_distill`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """Best-of-N distillation: train a `choice` policy towards the action law of best-of-N(policy, PRM) at the
-    policy's states; prints the policy folder, the states and the loss as JSON."""
-    from proctor.cli.errors import user_errors
-    from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
-
-    cfg = validated_config(config, BonDistillConfig, output_dir)
-    with user_errors(str(config)):
-        policy_dir = train_bon_distill(cfg)
-    metrics = json.loads((cfg.output_dir / METRICS_FILE).read_text())
-    typer.echo(json.dumps({"policy_dir": str(policy_dir), "states": metrics["states"],
-                           "loss_first": metrics["curve"][0]["loss"], "loss_last": metrics["curve"][-1]["loss"],
-                           "seconds": metrics["seconds"]}))
-
-
-def _policy_gradient(config: Path, output_dir: Path | None, method: str) -> None:
-    """`proctor train grpo|ppo|archer|chai|fbc`: validate the YAML, train, print one JSON line per iteration (the
-    per-step logs left out) and the policy."""
     from proctor.cli.errors import user_errors
 
-    if method == "grpo":
-        from proctor.rl.grpo import GRPOConfig as Config
-        from proctor.rl.grpo import train_grpo as train
-    elif method == "ppo":
-        from proctor.rl.ppo import PPOConfig as Config
-        from proctor.rl.ppo import train_ppo as train
-    elif method == "archer":
-        from proctor.rl.archer import ArCHerConfig as Config
-        from proctor.rl.archer import train_archer as train
-    elif method == "chai":
-        from proctor.rl.chai import CHAIConfig as Config
-        from proctor.rl.chai import train_chai as train
-    else:
-        from proctor.rl.filtered_bc import FilteredBCConfig as Config
-        from proctor.rl.filtered_bc import train_filtered_bc as train
-    cfg = validated_config(config, Config, output_dir)
+    entry = trainer(method.value)
+    config_class, train_fn = entry.load()
+    cfg = validated_config(config, config_class, output_dir)
     with user_errors(str(config)):
-        result = train(cfg)
-    for metrics in result.iterations:
-        row = {k: {kk: vv for kk, vv in v.items() if kk != "log"} if isinstance(v, dict) else v
-               for k, v in metrics.items()}
-        typer.echo(json.dumps(row))
-    typer.echo(json.dumps({"policy_dir": str(result.policy_dir)}))
+        result = train_fn(cfg)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # several processes: one summary, the processes' lines would interleave
+    metrics = Path(cfg.output_dir) / entry.metrics_file if entry.metrics_file else None
+    for line in summary_lines(result, metrics):
+        typer.echo(json.dumps(line))
 
 
-@train_app.command("grpo")
-def grpo(
-    config: Annotated[Path, typer.Argument(help="GRPOConfig YAML (see `proctor.rl.grpo`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """GRPO / GiGPO over multi-turn trajectories with PPO clipping; one JSON line per iteration."""
-    _policy_gradient(config, output_dir, "grpo")
+def _without_logs(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_logs(v) for k, v in value.items() if k not in ("log", "curve", "losses")}
+    return value
 
 
-@train_app.command("ppo")
-def ppo(
-    config: Annotated[Path, typer.Argument(help="PPOConfig YAML (see `proctor.rl.ppo`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """PPO with step-level rewards (env, PRM or SPA progress), a critic and token-level GAE."""
-    _policy_gradient(config, output_dir, "ppo")
-
-
-@train_app.command("archer")
-def archer(
-    config: Annotated[Path, typer.Argument(help="ArCHerConfig YAML (see `proctor.rl.archer`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """ArCHer: an utterance-level TD critic (double Q and V, Polyak target, replay buffer) and a token-level
-    policy gradient with A = min Q − min V; one JSON line per iteration."""
-    _policy_gradient(config, output_dir, "archer")
-
-
-@train_app.command("chai")
-def chai(
-    config: Annotated[Path, typer.Argument(help="CHAIConfig YAML (see `proctor.rl.chai`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """Online CHAI: the frozen LM acts with the best of K samples by ArCHer's critic, which learns online."""
-    _policy_gradient(config, output_dir, "chai")
-
-
-@train_app.command("fbc")
-def fbc(
-    config: Annotated[Path, typer.Argument(help="FilteredBCConfig YAML (see `proctor.rl.filtered_bc`)")],
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
-) -> None:
-    """Online filtered BC: SFT on the generated steps of each iteration's best trajectories."""
-    _policy_gradient(config, output_dir, "fbc")
+def summary_lines(result: Any, metrics_path: Path | None) -> list[dict[str, Any]]:
+    """What `proctor train` prints: the iterations (per-step logs left out) and the policy folder, or, for a
+    trainer that returns its folder, the folder, its metrics and their first/last losses."""
+    if isinstance(result, Path):
+        metrics = json.loads(metrics_path.read_text()) if metrics_path else {}
+        losses = metrics.get("losses") or [r["loss"] for r in metrics.get("curve", [])]
+        key = "output_dir" if metrics_path and metrics_path.name == "sft.json" else "policy_dir"
+        line = {key: str(result), **{k: v for k, v in _without_logs(metrics).items() if k != "config"}}
+        if losses:
+            line.update(loss_first=losses[0], loss_last=losses[-1])
+        return [line]
+    return [*(_without_logs(m) for m in result.iterations), {"policy_dir": str(result.policy_dir)}]

@@ -11,6 +11,7 @@
   or the outcome at the last step and 0 before (`step_reward="outcome"`, for outcome-only data whose env
   rewards are absent or on another scale, e.g. twenty_questions' −1 per turn).
 All means use math.fsum and groups are formed in canonical order, so results do not depend on input order.
+These list functions are the one implementation; `proctor.rl.advantages` applies them to tensors of group ids.
 """
 
 from __future__ import annotations
@@ -28,20 +29,23 @@ from proctor.credit.records import LabelledStep, params_json
 from proctor.credit.registry import MethodResult, Sources, register_method
 
 
-class GRPOConfig(OutcomeConfig):
+class GroupCreditConfig(OutcomeConfig):
+    """The `grpo` credit method's config (the trainer's is `proctor.rl.grpo.GRPOConfig`)."""
+
     normalize: bool = Field(True, description="divide by the group's std (F = std) instead of F = 1")
 
 
-class GiGPOConfig(GRPOConfig):
-    omega: float = 1.0
-    gamma: float = Field(0.95, gt=0.0, le=1.0)
+class GiGPOConfig(GroupCreditConfig):
+    omega: float = Field(1.0, description="ω: weight of the step advantage A^S")
+    gamma: float = Field(0.95, gt=0.0, le=1.0, description="γ: discount of the return to go R_t")
     step_reward: Literal["env", "outcome"] = Field(
         "env", description="r_t of R_t: the env's Step.reward (the paper's), or 'outcome' (R on the last step)")
     similarity: float | None = Field(None, gt=0.0, le=1.0, description="anchor similarity threshold")
 
 
-def _centred(xs: Sequence[float], normalize: bool) -> list[float]:
-    """(x − mean) / F with F = sample std (or 1); all zeros when the values are all equal."""
+def centred(xs: Sequence[float], normalize: bool = True) -> list[float]:
+    """(x − mean) / F over one group, F = sample std (or 1); all zeros for one value or equal values. The one
+    implementation of group centring (`proctor.rl.advantages` applies it per group of a tensor)."""
     if len(xs) < 2 or min(xs) == max(xs):
         return [0.0] * len(xs)
     mean = math.fsum(xs) / len(xs)
@@ -51,7 +55,7 @@ def _centred(xs: Sequence[float], normalize: bool) -> list[float]:
 
 def grpo_advantages(outcomes: Sequence[float], normalize: bool = True) -> list[float]:
     """A^E_i = (R_i − mean R) / F over one task's rollouts; 0 for a single rollout."""
-    return _centred(outcomes, normalize)
+    return centred(outcomes, normalize)
 
 
 def loo_advantages(outcomes: Sequence[float]) -> list[float]:
@@ -99,7 +103,7 @@ def gigpo_step_advantages(returns: Sequence[Sequence[float]], anchors: Sequence[
     adv = [[0.0] * len(r) for r in returns]
     size = [[1] * len(r) for r in returns]
     for group in members.values():
-        values = _centred([returns[i][t] for i, t in group], normalize)
+        values = centred([returns[i][t] for i, t in group], normalize)
         for (i, t), a in zip(group, values, strict=True):
             adv[i][t] = a
             size[i][t] = len(group)
@@ -127,7 +131,7 @@ def _episode_records(group: Sequence[Scored], adv: Sequence[float], method: str,
                           [[{"outcome": it.r}] * len(it.traj.steps) for it in group], method, params)
 
 
-def grpo_group(group: Sequence[Scored], cfg: GRPOConfig) -> list[LabelledStep]:
+def grpo_group(group: Sequence[Scored], cfg: GroupCreditConfig) -> list[LabelledStep]:
     """GRPO episode advantages of one task's rollouts, on every step."""
     check_one_task([it.traj for it in group])
     return _episode_records(group, grpo_advantages([it.r for it in group], cfg.normalize), "grpo",
@@ -160,8 +164,8 @@ def gigpo_group(group: Sequence[Scored], cfg: GiGPOConfig) -> list[LabelledStep]
     return _group_records(group, targets, sizes, extras, "gigpo", params_json(cfg))
 
 
-@register_method("grpo", GRPOConfig, "GRPO episode advantage (R − mean)/std over a task's rollouts")
-def run_grpo(sources: Sources, cfg: GRPOConfig) -> MethodResult:
+@register_method("grpo", GroupCreditConfig, "GRPO episode advantage (R − mean)/std over a task's rollouts")
+def run_grpo(sources: Sources, cfg: GroupCreditConfig) -> MethodResult:
     items, dropped = scored(sources.trajectories, cfg)
     return MethodResult([r for g in group_by_task(items).values() for r in grpo_group(g, cfg)], dropped)
 

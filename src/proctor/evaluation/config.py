@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proctor.agents.registry import AgentConfig, AgentSpec
+from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, agent_class
 from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
-from proctor.search.registry import SearchConfig, SearchSpec
+from proctor.search.registry import SearchConfig, SearchSpec, search_methods
+
+
+def with_placement(data: Any, device: str, dtype: str | None) -> Any:
+    """`data` (agent or search configs as dicts, nested ones included) with `device` / `dtype` filled in
+    wherever the config's kind or method has those fields and does not name them; config objects as they are."""
+    if isinstance(data, list):
+        return [with_placement(x, device, dtype) for x in data]
+    if not isinstance(data, Mapping):
+        return data
+    out = {k: with_placement(v, device, dtype) for k, v in data.items()}
+    method = search_methods().get(out.get("method"))
+    spec = agent_class(out["kind"]) if "kind" in out else method.config if method else None
+    if spec is not None and {"device", "dtype"} <= spec.model_fields.keys():
+        out.setdefault("device", device)
+        out.setdefault("dtype", dtype)
+    return out
 
 
 class EvalConfig(BaseModel):
@@ -40,7 +57,18 @@ class EvalConfig(BaseModel):
     prm: Path | None = Field(default=None, description="score every step with this PRM folder afterwards")
     score_key: str = Field(default="prm", description="the Step.scores key the PRM's scores go to")
     prm_batch_size: int = Field(default=8, ge=1)
+    device: Device = "auto"
+    dtype: Dtype = "auto"
     progress: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placed(cls, data: Any) -> Any:
+        """`device` / `dtype` place `prm` and every model of `agent` / `search` that does not name its own."""
+        if not isinstance(data, Mapping):
+            return data
+        device, dtype = data.get("device", "auto"), data.get("dtype", "auto")
+        return {**data, **{k: with_placement(data[k], device, dtype) for k in ("agent", "search") if k in data}}
 
     @field_validator("ns")
     @classmethod

@@ -87,7 +87,7 @@ def _evaluate(cfg: EvalConfig, method: AgentSpec | SearchSpec, out: Path, name: 
     store, key = STORE_DIR, None
     if cfg.prm is not None:
         trajs, unscored = score_store(trajs, cfg.prm, out / SCORED_DIR, cfg.score_key, cfg.prm_batch_size,
-                                      cfg.progress)
+                                      cfg.progress, cfg.device, cfg.dtype)
         store, key = SCORED_DIR, cfg.score_key
     summary = {
         "kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": n, "env": cfg.env,

@@ -27,11 +27,13 @@ def with_scores(traj: Trajectory, scores: Sequence[float], key: str) -> Trajecto
 
 
 def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str = "prm", batch_size: int = 8,
-                progress: bool = True) -> tuple[list[Trajectory], list[str]]:
-    """Score `trajs` with the PRM at `prm_path` into the store `out`; returns the scored trajectories (in
-    the order of `trajs`) and the ids of those that could not be scored (copied without scores)."""
-    from proctor.prm.likelihood import open_scorer
+                progress: bool = True, device: str = "auto", dtype: str | None = "auto"
+                ) -> tuple[list[Trajectory], list[str]]:
+    """Score `trajs` with the PRM at `prm_path` (on `device` in `dtype`: `proctor.search.scorer.load_scorer`)
+    into the store `out`; returns the scored trajectories (in the order of `trajs`) and the ids of those that
+    could not be scored (copied without scores)."""
     from proctor.prm.scoring import ScoringError
+    from proctor.search.scorer import load_scorer
 
     store = TrajectoryStore(out, meta={"scored_by": str(prm_path), "score_key": key})
     try:
@@ -43,7 +45,7 @@ def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str
                 done[t.id] = t
         unscored: list[str] = [t.id for t in done.values() if t.steps and not any(key in s.scores for s in t.steps)]
         if todo:
-            scorer = open_scorer(prm_path, batch_size=batch_size)
+            scorer = load_scorer(str(prm_path), batch_size, device, dtype)
             with StageProgress("prm scoring", total=len(todo), unit="trajectories", enabled=progress) as bar:
                 for i in range(0, len(todo), batch_size):
                     chunk = todo[i:i + batch_size]

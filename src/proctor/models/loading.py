@@ -33,15 +33,45 @@ def resolve_dtype(dtype: Any):
     raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'bfloat16', 'float16' or 'auto'")
 
 
-def resolve_device(device: Any) -> str | None:
-    """None → leave the model where it is; "auto" → "cuda" when available, else "cpu"."""
-    if device is None:
-        return None
-    if str(device) == "auto":
-        import torch
+def resolve_device(device: Any) -> str:
+    """`auto`/None → "cuda" when torch sees a GPU, else "cpu"; anything else as given. A CUDA device on a
+    machine without one is one clear `ValueError`, not a traceback from deep inside torch."""
+    import torch
 
+    if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: this torch build sees no CUDA device "
+                         f"(torch {torch.__version__}); use device: auto or cpu")
     return str(device)
+
+
+def cuda_bf16() -> bool:
+    """Whether the default CUDA device computes in bf16 (Ampere or newer)."""
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def inference_dtype(dtype: Any, device: str) -> Any:
+    """The dtype a model is loaded in for inference (agents, PRM scorers): `auto` is bf16 on a CUDA device
+    with bf16 and float32 elsewhere (never bf16 on a CPU); None keeps the checkpoint's; a name as given."""
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") and cuda_bf16() else "float32"
+    return dtype
+
+
+def placement(device: Any, dtype: Any) -> tuple[str, Any]:
+    """(device, dtype) for inference: `resolve_device(device)` and `inference_dtype(dtype, that device)`."""
+    device = resolve_device(device)
+    return device, inference_dtype(dtype, device)
+
+
+def move_model(model: Any, device: Any) -> None:
+    """Move a model object a caller made to `device`; `auto`/None leave it where the caller put it (a
+    trainer's policy stays on the trainer's device)."""
+    if device not in (None, "auto"):
+        model.to(resolve_device(device))
 
 
 def _looks_local(name_or_path: str) -> bool:
@@ -167,25 +197,25 @@ def _load_pretrained(name_or_path: str | os.PathLike, dtype: Any, trust_remote_c
 def load(
     name_or_path: str | os.PathLike,
     *,
-    dtype: Any = None,
-    device: Any = None,
+    dtype: Any = "auto",
+    device: Any = "auto",
     trust_remote_code: bool = False,
 ) -> tuple[Any, Any]:
-    """Load `(model, tokenizer)`: a causal LM (safetensors) in eval mode and its prepared tokenizer.
+    """Load `(model, tokenizer)`: a causal LM (safetensors) in eval mode on `device`, and its prepared tokenizer.
 
-    `dtype`: None/"auto" (checkpoint dtype), a name ("bfloat16") or a torch dtype. `device`: None (CPU, as
-    loaded), "auto", "cpu", "cuda", "cuda:1", ... Errors say what to do when a local folder is missing or
-    a hub name cannot be fetched (offline). A GGUF checkpoint loads dequantized (float32 unless `dtype`).
+    `device`: "auto" (CUDA when torch sees one, else the CPU), "cpu", "cuda", "cuda:1", ... (`resolve_device`).
+    `dtype`: "auto" (`inference_dtype`: bf16 on a CUDA device with bf16, else float32), None (the checkpoint's),
+    a name ("bfloat16") or a torch dtype. Errors say what to do when a local folder is missing or a hub name
+    cannot be fetched (offline). A GGUF checkpoint loads dequantized (float32 unless `dtype`).
     """
+    device, dtype = placement(device, dtype)
     gguf = find_gguf(name_or_path)
     if gguf is not None:
         model, tokenizer = load_gguf(gguf, dtype)
         tokenizer = prepare_tokenizer(tokenizer)
     else:
         model, tokenizer = _load_pretrained(name_or_path, dtype, trust_remote_code)
-    target = resolve_device(device)
-    if target is not None:
-        model.to(target)
+    model.to(device)
     model.eval()
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id

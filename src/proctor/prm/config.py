@@ -41,8 +41,12 @@ class _Strict(BaseModel):
 class ModelSection(_Strict):
     backbone: str = Field(description="HF hub name or local folder of the backbone LM")
     head: HeadKind = "scalar"
-    dtype: str = "auto"
-    gradient_checkpointing: bool = False
+    dtype: str = Field(default="auto", description="dtype of the trained weights: auto = float32 (the precision "
+                       "policy: fp32 weights and optimizer state; bf16 autocast on CUDA comes from `training`'s "
+                       "bf16, on by default there), or a torch dtype name (bfloat16: pure bf16 weights, whose "
+                       "small AdamW updates are lost)")
+    gradient_checkpointing: bool = Field(default=False, description="recompute activations in the backward pass "
+                                         "(also `training: {gradient_checkpointing: true}`)")
     lora: dict[str, Any] | None = Field(default=None, description="peft.LoraConfig keyword arguments")
     reward_tokens: tuple[str, str] = ("-", "+")
     trust_remote_code: bool = False

@@ -50,17 +50,22 @@ def head_module(hf_model: nn.Module, kind: str) -> nn.Module:
 
 
 def token_logits(
-    kind: str, raw: torch.Tensor, reward_token_ids: tuple[int, int] | None = None
+    kind: str, head: nn.Module, hidden: torch.Tensor, reward_token_ids: tuple[int, int] | None = None
 ) -> torch.Tensor:
-    """Head output → per-token logits: [..., ] for `scalar`, [..., 2] ordered [wrong, correct] otherwise.
-    `reward_token_ids` = (id of "−", id of "+") restricts the LM logits of the `reward_tokens` head."""
+    """Hidden states [..., H] → per-token logits: [...] for `scalar`, [..., 2] ordered [wrong, correct]
+    otherwise. The `reward_tokens` head projects onto the LM head's rows of `reward_token_ids` = (id of "−",
+    id of "+") only: z = h·W[ids]ᵀ (+ b[ids]), not the whole vocabulary."""
     if kind == "scalar":
-        return raw.squeeze(-1)
+        return head(hidden).squeeze(-1)
     if kind == "classification":
-        return raw
+        return head(hidden)
     if reward_token_ids is None:
         raise ValueError("the reward_tokens head needs reward_token_ids (id of '-', id of '+')")
-    return raw[..., list(reward_token_ids)]
+    ids = list(reward_token_ids)
+    if not isinstance(head, nn.Linear):  # e.g. an LM head wrapped by LoRA: project, then pick
+        return head(hidden)[..., ids]
+    bias = head.bias[ids] if head.bias is not None else None
+    return torch.nn.functional.linear(hidden, head.weight[ids], bias)
 
 
 def scores_from_logits(kind: str, logits: torch.Tensor, sigmoid: bool = True) -> torch.Tensor:

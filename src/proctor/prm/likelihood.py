@@ -23,6 +23,10 @@ PRM β · log π_θ/π_ref (Yuan et al. 2024, arXiv 2412.01981), trained on MC l
 On `household` a scalar head on the same small backbone did not learn which object a task names, and this
 parametrisation did (README, "A PRM that ranks π0's actions").
 
+Training runs on the engine (`proctor.training.fit`): every optimizer step is one global batch of `batch_size`
+labelled steps and `anchor_batch_size` demonstrated ones, drawn up front from `random.Random(seed)`, so P
+processes (`torchrun`) or G accumulation steps follow the curve of one process (`LikelihoodLoss`).
+
 A trained likelihood PRM is a `save_pretrained` folder (safetensors) with `likelihood_prm.json` (β, b, the
 prompt); `open_scorer` loads it, or any other PRM folder, as the scorer search, evaluation and the trainers use.
 """
@@ -39,11 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from proctor.agents.base import Prefix
+from proctor.prm.model import CheckpointingWrapper, ProcessRewardModel
 from proctor.progress import StageProgress
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
+from proctor.training.config import OptimizationConfig
+from proctor.training.precision import inference_dtype, resolve_device
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 LIKELIHOOD_FILE = "likelihood_prm.json"
@@ -63,8 +70,9 @@ def is_likelihood_prm(path: str | Path) -> bool:
     return (Path(path) / LIKELIHOOD_FILE).is_file()
 
 
-class LikelihoodPRMConfig(BaseModel):
-    """`proctor prm train-likelihood CONFIG.yaml` (unknown keys are errors).
+class LikelihoodPRMConfig(OptimizationConfig):
+    """`proctor prm train-likelihood CONFIG.yaml` (unknown keys are errors); the optimisation fields are
+    `OptimizationConfig`'s (the LM trains in float32, bf16 autocast on a CUDA device with bf16).
 
     Example:
 
@@ -75,13 +83,11 @@ class LikelihoodPRMConfig(BaseModel):
         output_dir: runs/lik-prm
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     policy: str = Field(description="the causal LM the PRM starts from (the policy's checkpoint)")
     prompt: PromptConfig = Field(default_factory=PromptConfig, description="the policy's prompt")
     data: list[Path] = Field(min_length=1, description="trajectory stores with `Step.targets[target]`")
-    target: str = "mc-q"
-    output_dir: Path
+    target: str = Field(default="mc-q", description="the `Step.targets` key learnt (values in [0, 1])")
+    output_dir: Path = Field(description="where the PRM folder is written")
     anchor: Path | None = Field(default=None, description="trajectory store of demonstrations whose actions' "
                                 "NLL is added to the loss (module docstring); its unsuccessful episodes are "
                                 "left out and counted")
@@ -92,17 +98,17 @@ class LikelihoodPRMConfig(BaseModel):
     anchor_batch_size: int | None = Field(default=None, ge=1, description="demonstrated actions per step "
                                           "(None: batch_size); fewer make a step cheaper")
     beta: float = Field(default=1.0, gt=0.0, description="β: scale of the log-likelihood (fixed)")
-    steps: int = Field(default=1500, ge=1)
-    batch_size: int = Field(default=16, ge=1)
-    learning_rate: float = Field(default=3e-4, gt=0.0)
-    bias_learning_rate: float = Field(default=1e-2, gt=0.0, description="of b, which starts at 0")
-    warmup_steps: int = Field(default=50, ge=0, description="linear warm-up, then linear decay to 0")
-    max_grad_norm: float = Field(default=1.0, gt=0.0)
-    log_every: int = Field(default=25, ge=1)
-    seed: int = 0
-    device: str | None = None
-    dtype: str = "float32"
-    progress: bool = True
+    steps: int = Field(default=1500, ge=1, description="optimizer steps")
+    batch_size: int = Field(default=16, ge=1, description="labelled steps per optimizer step (the global batch, "
+                            "split between the processes and the gradient accumulation steps)")
+    learning_rate: float = Field(default=3e-4, gt=0.0, description="peak learning rate of the LM (AdamW)")
+    bias_learning_rate: float = Field(default=1e-2, gt=0.0, description="peak learning rate of b, which starts at 0")
+    warmup_ratio: float = Field(default=1 / 30, ge=0, lt=1, description="share of the steps with a linear "
+                                "warm-up (1/30: 50 of the default 1500 steps), then linear decay to 0")
+    lr_scheduler_type: str = Field(default="linear", description="a transformers scheduler name")
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="gradient clipping norm of the LM and b "
+                                        "together (None: no clipping)")
+    logging_steps: int = Field(default=25, ge=1, description="optimizer steps between the curve's records")
 
     @field_validator("policy")
     @classmethod
@@ -214,75 +220,131 @@ def _tokenize(agent: Any, examples: Sequence[Example], label: str, progress: boo
     return rows
 
 
-def _lr_lambda(warmup: int, steps: int):
-    return lambda k: min(1.0, (k + 1) / max(1, warmup)) * max(0.0, 1.0 - k / steps)
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One row of a global batch: a rendered (state, action) and its target; None marks a demonstrated
+    (anchor) action."""
+
+    prompt: list[int]
+    reply: list[int]
+    target: float | None
+
+
+class LikelihoodModel(CheckpointingWrapper, torch.nn.Module):
+    """What trains: the LM θ (`model`) and the scalar bias b. `forward(pairs, labelled)` returns
+    (z = β·ℓ_θ + b of the first `labelled` (prompt, reply) pairs, per-token NLL −ℓ_θ/|a| of the others), all the
+    LM's passes inside one call (so DDP sees them)."""
+
+    def __init__(self, model: torch.nn.Module, beta: float, pad_id: int):
+        super().__init__()
+        self.model, self.beta, self.pad_id = model, beta, pad_id
+        self.bias = torch.nn.Parameter(torch.zeros((), device=model.device))
+
+    def forward(self, pairs: list[tuple[list[int], list[int]]], labelled: int) -> tuple[torch.Tensor, torch.Tensor]:
+        from proctor.models.sequences import row_logprobs
+
+        # the labelled and the demonstrated rows in passes of similar lengths
+        sums, lengths = row_logprobs(self.model, pairs, self.pad_id)
+        return self.beta * sums[:labelled] + self.bias, -sums[labelled:] / lengths[labelled:]
+
+
+class LikelihoodLoss:
+    """The likelihood PRM's loss as the engine's `RowLoss`. A step's B labelled rows and A anchor rows give
+    L = (1/B)·Σ_i BCE(z_i, Q̃_i) + λ·(1/A)·Σ_j nll_j = (1/B)·[Σ_i BCE(z_i, Q̃_i) + λ·(B/A)·Σ_j nll_j]:
+    the bracket is the rows' sum and B, the labelled rows, its weight. Stats (means once divided by B): `bce`
+    and `anchor_nll`, (B/A)·Σ_j nll_j."""
+
+    def __init__(self, anchor_weight: float, labelled: int, anchors: int):
+        self.anchor_weight = anchor_weight
+        self.anchor_share = labelled / anchors if anchors else 0.0  # B/A
+
+    def weight(self, rows: Sequence[Row]) -> float:
+        return float(sum(r.target is not None for r in rows))
+
+    def __call__(self, model: Any, rows: Sequence[Row]) -> tuple[torch.Tensor, dict[str, Any]]:
+        labelled = [r for r in rows if r.target is not None]
+        anchors = [r for r in rows if r.target is None]
+        z, nll = model([(r.prompt, r.reply) for r in labelled + anchors], len(labelled))
+        y = torch.tensor([r.target for r in labelled], device=z.device)
+        bce = torch.nn.functional.binary_cross_entropy_with_logits(z.float(), y, reduction="sum")
+        anchor_nll = self.anchor_share * nll.float().sum()
+        return bce + self.anchor_weight * anchor_nll, {"bce": bce.detach(), "anchor_nll": anchor_nll.detach()}
+
+
+def global_batches(rows: Sequence[Row], anchor: Sequence[Row], steps: int, batch_size: int, anchor_size: int,
+                   seed: int) -> list[list[Row]]:
+    """The rows of every optimizer step: `batch_size` labelled rows, then `anchor_size` anchor rows (if any),
+    each drawn without replacement from a fresh shuffle of its set when the current one runs out, all from
+    one `random.Random(seed)` (labelled, then anchor, step after step)."""
+    rng, order, anchor_order, out = random.Random(seed), [], [], []
+    for _ in range(steps):
+        while len(order) < batch_size:
+            order += rng.sample(range(len(rows)), len(rows))
+        batch = [rows[j] for j in order[:batch_size]]
+        del order[:batch_size]
+        if anchor:
+            while len(anchor_order) < anchor_size:
+                anchor_order += rng.sample(range(len(anchor)), len(anchor))
+            batch += [anchor[j] for j in anchor_order[:anchor_size]]
+            del anchor_order[:anchor_size]
+        out.append(batch)
+    return out
 
 
 def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
-    """Train a likelihood PRM (module docstring) and save it to `cfg.output_dir`; returns the summary
-    (also written to `output_dir/likelihood_prm.json` with β and b)."""
+    """Train a likelihood PRM (module docstring) on the training engine (`proctor.training.fit`: AdamW with
+    the LM at `learning_rate` and b at `bias_learning_rate`, no weight decay on b; linear warm-up then linear
+    decay; data-parallel under torchrun, each global batch split between the processes) and save it to
+    `cfg.output_dir` (the main process writes; float32 unless `save_dtype`); returns the summary (also
+    written to `output_dir/likelihood_prm.json` with β and b)."""
     from proctor.agents.choice import ChoiceAgent
-    from proctor.models.sequences import row_logprobs
+    from proctor.training.engine import fit, processes
+    from proctor.training.policy import load_policy, save_policy, saving_state_dict
 
     start = time.perf_counter()
+    if cfg.batch_size < processes() * cfg.gradient_accumulation_steps:
+        raise ValueError(f"batch_size {cfg.batch_size} < processes × gradient_accumulation_steps = "
+                         f"{processes()} × {cfg.gradient_accumulation_steps}: every micro-batch needs a labelled row")
     examples, counts = labelled_steps(cfg.data, cfg.target)
     demos, failed = demonstrated_steps(cfg.anchor, cfg.anchor_expert) if cfg.anchor is not None else ([], 0)
     torch.manual_seed(cfg.seed)
-    agent = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
-    model, tok = agent.model, agent.tokenizer
-    rows = _tokenize(agent, examples, "likelihood prm: tokenize", cfg.progress)
-    anchor = _tokenize(agent, demos, "likelihood prm: tokenize anchor", cfg.progress) if demos else []
-    bias = torch.zeros((), requires_grad=True, device=model.device)
-    opt = torch.optim.AdamW([{"params": list(model.parameters())},
-                             {"params": [bias], "lr": cfg.bias_learning_rate}], lr=cfg.learning_rate, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg.warmup_steps, cfg.steps))
-    rng, order, anchor_order, anchor_shown = random.Random(cfg.seed), [], [], 0
-    curve: list[dict[str, float]] = []
-    model.train()
-    with StageProgress("likelihood prm: train", total=cfg.steps, enabled=cfg.progress, unit="steps") as bar:
-        for step in range(cfg.steps):
-            while len(order) < cfg.batch_size:  # epochs: a fresh shuffle when the current one runs out
-                order += rng.sample(range(len(rows)), len(rows))
-            batch = [rows[j] for j in order[:cfg.batch_size]]
-            del order[:cfg.batch_size]
-            shown: list[tuple[list[int], list[int], float]] = []
-            if anchor:
-                size = cfg.anchor_batch_size or cfg.batch_size
-                while len(anchor_order) < size:
-                    anchor_order += rng.sample(range(len(anchor)), len(anchor))
-                shown = [anchor[j] for j in anchor_order[:size]]
-                del anchor_order[:size]
-                anchor_shown += len(shown)
-            # the labelled and the demonstrated rows in passes of similar lengths (`row_logprobs`)
-            sums, lengths = row_logprobs(model, [(p, r) for p, r, _ in batch + shown], agent.pad_id)
-            z = cfg.beta * sums[:len(batch)] + bias
-            y = torch.tensor([t for _, _, t in batch], device=z.device)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y)
-            if shown:
-                loss = loss + cfg.anchor_weight * -(sums[len(batch):] / lengths[len(batch):]).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            opt.step()
-            sched.step()
-            if step % cfg.log_every == 0 or step == cfg.steps - 1:
-                curve.append({"step": step, "loss": round(loss.item(), 5), "bias": round(bias.item(), 5)})
-                bar.stats = f"loss {loss.item():.4f}"
-            bar.advance(1)
-    model.eval()
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
+    model, tok = load_policy(cfg.policy, precision=cfg.precision)  # float32 weights; the Trainer places them
+    agent = ChoiceAgent(model, tok, prompt=cfg.prompt)
+    rows = [Row(p, r, y) for p, r, y in _tokenize(agent, examples, "likelihood prm: tokenize", cfg.progress)]
+    anchor = [Row(p, r, None) for p, r, _ in
+              _tokenize(agent, demos, "likelihood prm: tokenize anchor", cfg.progress)] if demos else []
+    anchor_size = (cfg.anchor_batch_size or cfg.batch_size) if anchor else 0
+    batches = global_batches(rows, anchor, cfg.steps, cfg.batch_size, anchor_size, cfg.seed)
+    prm = LikelihoodModel(model, cfg.beta, agent.pad_id)
+
+    def groups(module: LikelihoodModel) -> list[dict]:
+        return [{"params": list(module.model.parameters()), "weight_decay": cfg.weight_decay},
+                {"params": [module.bias], "lr": cfg.bias_learning_rate, "weight_decay": 0.0}]
+
+    result = fit(prm, batches, LikelihoodLoss(cfg.anchor_weight, cfg.batch_size, anchor_size), cfg,
+                 Path(cfg.output_dir) / "trainer", label="likelihood prm: train", optimizer_groups=groups)
+    trainer = result.trainer
+    state_dict = saving_state_dict(trainer)  # every process takes part under FSDP / ZeRO-3
+    trained = trainer.accelerator.unwrap_model(trainer.model)
+    bias = float(state_dict["bias"] if state_dict is not None else trained.bias.detach())
+    curve = [{"step": r["step"], "loss": round(r["loss"], 5), "bce": round(r["bce"], 5),
+              "anchor_nll": round(r["anchor_nll"], 5), "lr": r["lr"]}
+             for r in result.curve if r["step"] % cfg.logging_steps == 0 or r["step"] == cfg.steps - 1]
     summary = {
-        "kind": KIND, "beta": cfg.beta, "bias": bias.item(), "prompt": cfg.prompt.model_dump(),
-        "config": cfg.model_dump(mode="json"), "examples": len(rows), "anchor_examples": len(anchor),
-        "anchor_shown": anchor_shown,
+        "kind": KIND, "beta": cfg.beta, "bias": bias, "prompt": cfg.prompt.model_dump(),
+        "config": cfg.model_dump(mode="json"), "processes": trainer.args.world_size, "examples": len(rows),
+        "anchor_examples": len(anchor), "anchor_shown": cfg.steps * anchor_size,
         "skipped": {**counts, **({"anchor_unsuccessful_episodes": failed} if cfg.anchor is not None else {})},
         "epochs": round(cfg.steps * cfg.batch_size / len(rows), 3), "curve": curve,
         "wall_s": round(time.perf_counter() - start, 1),
     }
-    (out / LIKELIHOOD_FILE).write_text(json.dumps(summary, indent=2))
+    out = Path(cfg.output_dir)
+    if trainer.is_world_process_zero():
+        lm_state = None if state_dict is None else {k.removeprefix("model."): v for k, v in state_dict.items()
+                                                    if k != "bias"}
+        save_policy(trained.model, tok, out, save_dtype=cfg.save_dtype, state_dict=lm_state)
+        (out / LIKELIHOOD_FILE).write_text(json.dumps(summary, indent=2))
+    trainer.accelerator.wait_for_everyone()
     return summary
 
 
@@ -293,7 +355,9 @@ class LikelihoodScorer:
 
     score_at = "action"
 
-    def __init__(self, path: str | Path, batch_size: int = 16, device: str | None = None, dtype: str = "auto"):
+    def __init__(self, path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto"):
+        """`device`: auto (or None) is CUDA when present, else the CPU; `dtype`: auto is bf16 on a CUDA device
+        with bf16, float32 elsewhere (`inference_dtype`)."""
         from proctor.agents.choice import ChoiceAgent
 
         meta = json.loads((Path(path) / LIKELIHOOD_FILE).read_text())
@@ -302,7 +366,9 @@ class LikelihoodScorer:
         self.beta, self.bias = float(meta["beta"]), float(meta["bias"])
         self.prompt = PromptConfig.model_validate(meta["prompt"])
         self.batch_size = batch_size
-        self.agent = ChoiceAgent(path, prompt=self.prompt, device=device, dtype=dtype, batch_size=8 * batch_size)
+        device = resolve_device(device)
+        self.agent = ChoiceAgent(path, prompt=self.prompt, device=device, dtype=inference_dtype(dtype, device),
+                                 batch_size=8 * batch_size)
 
     def _check(self, cfg: PromptConfig | None) -> None:
         if cfg is not None and PromptConfig.model_validate(cfg) != self.prompt:
@@ -342,12 +408,13 @@ class LikelihoodScorer:
         return out
 
 
-def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = None, dtype: str = "auto") -> Any:
+def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto") -> Any:
     """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
-    PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`."""
+    PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`; on `device` (auto or None:
+    CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32)."""
+    device = resolve_device(device)
     if is_likelihood_prm(path):
         return LikelihoodScorer(path, batch_size, device, dtype)
-    from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.text_scorer import TextStepScorer
 

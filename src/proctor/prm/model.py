@@ -33,6 +33,7 @@ from proctor.prm.heads import (
     token_logits,
 )
 from proctor.prm.tokenize import TokenizeConfig
+from proctor.training.precision import inference_dtype, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +68,35 @@ class PRMOutput:
     past_key_values: Any = None
 
 
-def auto_dtype() -> torch.dtype:
-    """bfloat16 on a GPU that has it, float32 otherwise."""
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
+def _device(device: Any) -> str:
+    """Where a PRM is placed: None → the CPU (where it loads), `auto` → CUDA when present, else as given."""
+    return "cpu" if device is None else resolve_device(str(device))
 
 
-def _dtype(dtype: Any) -> torch.dtype | None:
-    return auto_dtype() if dtype == "auto" else resolve_dtype(dtype)
+def auto_dtype(device: Any = None) -> torch.dtype:
+    """The dtype `auto` means for a PRM on `device` (None: the CPU it loads on): bfloat16 on a CUDA device
+    with bf16, float32 elsewhere (`proctor.training.precision.inference_dtype`); never bf16 on a CPU."""
+    return resolve_dtype(inference_dtype("auto", _device(device)))
 
 
-class ProcessRewardModel(nn.Module):
+def _dtype(dtype: Any, device: Any = None) -> torch.dtype | None:
+    return auto_dtype(device) if dtype == "auto" else resolve_dtype(dtype)
+
+
+class CheckpointingWrapper:
+    """Activation checkpointing of a module that wraps an HF model as `self.model` (what `Trainer` calls for
+    `activation_checkpointing` / `gradient_checkpointing`), delegated to that model."""
+
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict | None = None,
+                                        **kwargs: Any) -> None:
+        self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=activation_checkpointing_kwargs,
+                                                   **kwargs)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None, **kwargs: Any) -> None:
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
+
+
+class ProcessRewardModel(CheckpointingWrapper, nn.Module):
     """Backbone + head (see module docstring). `forward` returns per-token head logits."""
 
     def __init__(self, model: nn.Module, tokenizer: Any, spec: PRMSpec):
@@ -104,8 +122,9 @@ class ProcessRewardModel(nn.Module):
         gradient_checkpointing: bool = False,
         trust_remote_code: bool = False,
     ) -> ProcessRewardModel:
-        """A new PRM on a pretrained backbone (a hub name or a local folder). With `lora` (LoraConfig
-        keyword arguments) only LoRA adapters and the head train."""
+        """A new PRM on a pretrained backbone (a hub name or a local folder), on the CPU (`auto` dtype: float32,
+        the trainable weights of the precision policy). With `lora` (LoraConfig keyword arguments) only LoRA
+        adapters and the head train."""
         check_head(head)
         tokenization = tokenization or TokenizeConfig()
         tokenizer = load_tokenizer(backbone, trust_remote_code=trust_remote_code)
@@ -143,38 +162,52 @@ class ProcessRewardModel(nn.Module):
         device: Any = None,
         trust_remote_code: bool = False,
     ) -> ProcessRewardModel:
-        """Load a PRM folder saved by `save_pretrained`, or a TRL PRMTrainer output folder."""
+        """Load a PRM folder saved by `save_pretrained`, or a TRL PRMTrainer output folder, on `device` (None:
+        the CPU; `auto`: CUDA when present) in `dtype` (`auto`: `auto_dtype(device)`)."""
         path = Path(path)
         if (path / PRM_CONFIG).is_file():
             spec = PRMSpec.model_validate_json((path / PRM_CONFIG).read_text())
         else:
             spec = _trl_spec(path)
         model = auto_class(spec.head).from_pretrained(
-            str(path), dtype=_dtype(dtype), use_safetensors=True, trust_remote_code=trust_remote_code
+            str(path), dtype=_dtype(dtype, device), use_safetensors=True, trust_remote_code=trust_remote_code
         )
         prm = cls(model, load_tokenizer(path, trust_remote_code=trust_remote_code), spec)
         if device is not None:
-            prm.to(device)
+            prm.to(_device(device))
         return prm.eval()
 
-    def save_pretrained(self, path: str | os.PathLike) -> Path:
-        """Write the HF model (safetensors; LoRA adapters merged in), the tokenizer and `prm_config.json`."""
+    def save_pretrained(self, path: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+        """Write the HF model (safetensors; LoRA adapters merged in), the tokenizer and `prm_config.json`.
+        `state_dict`: this module's full state dict when a Trainer gathered it (FSDP / ZeRO-3,
+        `proctor.training.policy.saving_state_dict`); None: the module's own."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         if _is_peft(self.model):
+            if state_dict is not None:
+                raise ValueError("a LoRA PRM trained sharded (FSDP / ZeRO-3) cannot be merged from a gathered "
+                                 "state dict; save its checkpoint (prm_state.safetensors) instead")
             self.model = self.model.merge_and_unload()
-        self.model.save_pretrained(path, safe_serialization=True)
+        inner = None if state_dict is None else {k.removeprefix("model."): v for k, v in state_dict.items()}
+        self.model.save_pretrained(path, safe_serialization=True, state_dict=inner)
         self.tokenizer.save_pretrained(path)
         (path / PRM_CONFIG).write_text(self.spec.model_dump_json(indent=2))
         return path
 
-    def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """The full training state of the weights (LoRA adapters included, unmerged) for resuming."""
-        from safetensors.torch import save_model
+    def save_checkpoint(self, path: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """The full training state of the weights (LoRA adapters included, unmerged) for resuming; `state_dict`:
+        the full one a Trainer gathered (FSDP / ZeRO-3), None: the module's own. A tied weight is written once."""
+        from safetensors.torch import save_file, save_model
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        save_model(self, str(path / CHECKPOINT_STATE))
+        if state_dict is None:
+            save_model(self, str(path / CHECKPOINT_STATE))
+        else:
+            seen: set[int] = set()
+            tied = {n for n, p in self.named_parameters(remove_duplicate=False) if id(p) in seen or seen.add(id(p))}
+            save_file({k: v.contiguous() for k, v in state_dict.items() if k not in tied},
+                      str(path / CHECKPOINT_STATE), metadata={"format": "pt"})
         (path / PRM_CONFIG).write_text(self.spec.model_dump_json(indent=2))
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
@@ -202,8 +235,11 @@ class ProcessRewardModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         past_key_values: Any = None,
         use_cache: bool = False,
+        score_mask: torch.Tensor | None = None,
     ) -> PRMOutput:
-        """Per-token head logits ([B, L] scalar, [B, L, 2] two-class) and, with `use_cache`, the KV cache."""
+        """Per-token head logits ([B, L] scalar, [B, L, 2] two-class) and, with `use_cache`, the KV cache.
+        `score_mask` (bool [B, L], e.g. the batch's `step_mask`): only those positions are projected by the
+        head, the others' logits are 0; None: every position."""
         hf = self.hf_model
         body = getattr(hf, hf.base_model_prefix)
         out = body(
@@ -213,8 +249,13 @@ class ProcessRewardModel(nn.Module):
             use_cache=use_cache,
             **cache_kwargs(past_key_values),
         )
-        raw = head_module(hf, self.spec.head)(out.last_hidden_state)
-        logits = token_logits(self.spec.head, raw, self.reward_token_ids)
+        head, hidden = head_module(hf, self.spec.head), out.last_hidden_state
+        if score_mask is None:
+            logits = token_logits(self.spec.head, head, hidden, self.reward_token_ids)
+        else:
+            scored = token_logits(self.spec.head, head, hidden[score_mask], self.reward_token_ids)
+            logits = scored.new_zeros((*score_mask.shape, *scored.shape[1:]))
+            logits[score_mask] = scored
         return PRMOutput(logits=logits, past_key_values=output_cache(out) if use_cache else None)
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
@@ -301,4 +342,4 @@ def _trl_spec(path: Path) -> PRMSpec:
     return PRMSpec(head="classification", backbone=str(path), tokenization=TokenizeConfig(mode="trl"))
 
 
-__all__ = ["PRMOutput", "PRMSpec", "ProcessRewardModel", "auto_dtype"]
+__all__ = ["CheckpointingWrapper", "PRMOutput", "PRMSpec", "ProcessRewardModel", "auto_dtype"]

@@ -25,11 +25,12 @@ from typing import Any
 
 import torch
 
-from proctor.prompts.turns import Prefix
-from proctor.prompts.render import PromptConfig
+from proctor.models.loading import move_model
 from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.tokenize import collate
+from proctor.prompts.render import PromptConfig
+from proctor.prompts.turns import Prefix
 
 
 def length_chunks(lengths: Sequence[int], per_pass: int, slack: float = 0.25) -> list[list[int]]:
@@ -54,10 +55,10 @@ class ScoringError(ValueError):
 class PRMScorer:
     """Batched PRM inference (see module docstring)."""
 
-    def __init__(self, prm: ProcessRewardModel, batch_size: int = 8, device: Any = None):
+    def __init__(self, prm: ProcessRewardModel, batch_size: int = 8, device: Any = "auto"):
+        """`device`: where to move `prm`; auto leaves it where it was loaded (`move_model`)."""
         self.prm = prm.eval()
-        if device is not None:
-            self.prm.to(device)
+        move_model(self.prm, device)
         self.batch_size = batch_size
         self.tokenizer = prm.tokenizer
         pad = self.tokenizer.pad_token_id

@@ -30,6 +30,8 @@ from proctor.prm.records import (
     trajectory_rows,
 )
 from proctor.prm.tokenize import PRMCollator, TokenizationError
+from proctor.training.policy import saving_state_dict
+from proctor.training.precision import resolve_device, trainer_precision_args
 
 #: the `targets.parquet` record kind each objective's data kind reads
 #: data formats of plain stepwise text (a problem and its steps), not rendered agent states
@@ -58,6 +60,7 @@ class PRMTrainer(Trainer):
             inputs["input_ids"],
             attention_mask=inputs.get("attention_mask"),
             position_ids=inputs.get("position_ids"),
+            score_mask=inputs["step_mask"],  # every objective reads the logits at step ends only
         )
         loss = prm_loss(self.loss_name, out.logits, inputs, self.gamma)
         return (loss, out) if return_outputs else loss
@@ -69,8 +72,12 @@ class PRMTrainer(Trainer):
         return loss.detach(), None, None
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """The PRM checkpoint, from the main process: `state_dict` is the full one the Trainer gathered under
+        FSDP / ZeRO-3 (every process took part), None the model's own."""
+        if not self.args.should_save:
+            return
         output_dir = output_dir or self.args.output_dir
-        self.accelerator.unwrap_model(self.model).save_checkpoint(output_dir)
+        self.accelerator.unwrap_model(self.model).save_checkpoint(output_dir, state_dict=state_dict)
         torch.save(self.args, Path(output_dir) / "training_args.bin")
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
@@ -83,12 +90,16 @@ def launched_distributed() -> bool:
 
 
 def training_defaults(cfg: PRMTrainConfig) -> dict[str, Any]:
-    """TrainingArguments defaults under `cfg.training`. Launched by torchrun on a machine without CUDA, the
-    processes must run as CPU ranks of one job (`use_cpu`, gloo), or transformers gives each one the whole
-    data set and they train as identical separate jobs."""
+    """TrainingArguments defaults under `cfg.training`: the precision policy's autocast (`bf16` on a CUDA
+    device with bf16, float32 compute on the CPU; unless `training` sets bf16 or fp16) and, launched by
+    torchrun on a machine without CUDA, CPU ranks of one job (`use_cpu`, gloo), or transformers gives each
+    process the whole data set and they train as identical separate jobs."""
     defaults: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "ddp_find_unused_parameters": False}
     if launched_distributed() and not torch.cuda.is_available():
         defaults["use_cpu"] = True
+    if not {"bf16", "fp16"} & set(cfg.training):
+        device = "cpu" if cfg.training.get("use_cpu", defaults.get("use_cpu")) else resolve_device("auto")
+        defaults.update(trainer_precision_args("auto", device))
     return defaults
 
 
@@ -285,6 +296,7 @@ def train_prm(
     `built`: what `build_trainer(cfg)` returned, when the caller built it first (to report its errors)."""
     prm, trainer = built or build_trainer(cfg)
     result = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    state_dict = saving_state_dict(trainer)  # gathered by every process under FSDP / ZeRO-3
     if trainer.args.should_save:
-        prm.save_pretrained(trainer.args.output_dir)
+        prm.save_pretrained(trainer.args.output_dir, state_dict=state_dict)
     return prm, result, trainer

@@ -16,14 +16,18 @@
 - `discounted_returns`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
   t and k counting only the positions where mask is 1.
 
-Groups are integer ids (any values; equal ids = one group). Group statistics are computed in float64, so the
-results equal `proctor.credit.group`'s list versions (math.fsum) to ~1e-15.
+Groups are integer ids (any values; equal ids = one group). The group statistics and the returns to go are
+`proctor.credit.group`'s list functions (math.fsum), applied per group or row: one implementation of each.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from proctor.credit.group import centred, returns_to_go
+from proctor.credit.group import loo_advantages as credit_loo
 from proctor.rl.registry import FunctionRegistry
 
 ADVANTAGES = FunctionRegistry("advantage estimator")
@@ -74,39 +78,32 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
 
 
 def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
-    """R_t = r_t + γ·R_{t'} with t' the next unmasked position (R = 0 after the last); 0 where mask is 0. [B, T]."""
+    """R_t = r_t + γ·R_{t'} with t' the next unmasked position (R = 0 after the last); 0 where mask is 0. [B, T].
+    Each row is credit's `returns_to_go` over its unmasked positions."""
     _check_same_shape(rewards=rewards, mask=mask)
-    m = mask.bool()
-    acc = torch.zeros(rewards.shape[0], dtype=rewards.dtype, device=rewards.device)
     out = torch.zeros_like(rewards)
-    for t in range(rewards.shape[1] - 1, -1, -1):
-        acc = torch.where(m[:, t], rewards[:, t] + gamma * acc, acc)
-        out[:, t] = torch.where(m[:, t], acc, torch.zeros_like(acc))
+    for b, m in enumerate(mask.bool()):
+        out[b, m] = torch.tensor(returns_to_go(rewards[b, m].tolist(), gamma), dtype=rewards.dtype,
+                                 device=rewards.device)
     return out
+
+
+def _per_group(fn: Callable[[list[float]], list[float]], x: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """`fn` (one group's values → theirs) applied to each group of `x` (equal ids in `groups`). [N] → [N]."""
+    _check_same_shape(x=x, groups=groups)
+    if x.ndim != 1:
+        raise ValueError(f"expected 1-D tensors, got shape {tuple(x.shape)}")
+    out = torch.zeros_like(x, dtype=torch.float64)
+    for g in torch.unique(groups):
+        idx = (groups == g).nonzero().squeeze(1)
+        out[idx] = torch.tensor(fn(x[idx].tolist()), dtype=torch.float64, device=x.device)
+    return out.to(x.dtype)
 
 
 def group_centred(x: torch.Tensor, groups: torch.Tensor, normalize: bool = True) -> torch.Tensor:
     """(x − mean_g x) / F_g per element, F_g = the sample std of its group (or 1); 0 in a group of one element
-    or of equal values. `x`, `groups`: [N]."""
-    _check_same_shape(x=x, groups=groups)
-    if x.ndim != 1:
-        raise ValueError(f"expected 1-D tensors, got shape {tuple(x.shape)}")
-    if x.numel() == 0:
-        return x.clone()
-    _, inv = torch.unique(groups, return_inverse=True)
-    n = int(inv.max()) + 1
-    x64 = x.to(torch.float64)
-    zeros = torch.zeros(n, dtype=torch.float64, device=x.device)
-    counts = torch.bincount(inv, minlength=n).to(torch.float64)
-    mean = zeros.index_add(0, inv, x64) / counts
-    dev = x64 - mean[inv]
-    hi = zeros.scatter_reduce(0, inv, x64, reduce="amax", include_self=False)
-    lo = zeros.scatter_reduce(0, inv, x64, reduce="amin", include_self=False)
-    degenerate = (counts < 2) | (hi == lo)
-    if normalize:
-        std = (zeros.index_add(0, inv, dev * dev) / (counts - 1).clamp(min=1)).sqrt()
-        dev = dev / torch.where(degenerate, torch.ones_like(std), std)[inv]
-    return torch.where(degenerate[inv], torch.zeros_like(dev), dev).to(x.dtype)
+    or of equal values (credit's `centred` per group). `x`, `groups`: [N]."""
+    return _per_group(lambda xs: centred(xs, normalize), x, groups)
 
 
 @ADVANTAGES.register("grpo")
@@ -117,17 +114,12 @@ def grpo_advantages(returns: torch.Tensor, groups: torch.Tensor, normalize: bool
 
 @ADVANTAGES.register("loo")
 def loo_advantages(returns: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
-    """A_i = R_i − (Σ_{j∈g} R_j − R_i) / (k_g − 1); every group needs k_g ≥ 2 rollouts. [N] → [N]."""
-    _check_same_shape(returns=returns, groups=groups)
-    _, inv = torch.unique(groups, return_inverse=True)
-    n = int(inv.max()) + 1 if inv.numel() else 0
-    counts = torch.bincount(inv, minlength=n)
+    """A_i = R_i − (Σ_{j∈g} R_j − R_i) / (k_g − 1) (credit's `loo_advantages` per group); every group needs
+    k_g ≥ 2 rollouts. [N] → [N]."""
+    ids, counts = torch.unique(groups, return_counts=True)
     if (counts < 2).any():
-        g = int(groups[(counts[inv] < 2).nonzero()[0, 0]])
-        raise ValueError(f"leave-one-out needs at least 2 rollouts per group; group {g} has 1")
-    r64 = returns.to(torch.float64)
-    total = torch.zeros(n, dtype=torch.float64, device=returns.device).index_add(0, inv, r64)
-    return (r64 - (total[inv] - r64) / (counts[inv] - 1)).to(returns.dtype)
+        raise ValueError(f"leave-one-out needs at least 2 rollouts per group; group {int(ids[counts < 2][0])} has 1")
+    return _per_group(credit_loo, returns, groups)
 
 
 @ADVANTAGES.register("gigpo")

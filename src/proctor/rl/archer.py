@@ -21,14 +21,24 @@ One iteration k = 1..K:
    `actor_loss: ppo-clip` replaces −A·log π by PPO's clipped surrogate against the sampling policy (a trust
    region per iteration; ArCHer's actor is the plain policy gradient);
 5. the iterate is saved: `iter-k/policy` (when the actor trained), `iter-k/critic`, `iter-k/metrics.json`.
+
+Every optimizer step runs on the training engine (`proctor.training.fit`): per iteration one `fit` of the critic
+over its `critic_updates` replay minibatches (its own learning rate, `critic_parameter_groups`; the Polyak update
+follows each optimizer step, `polyak_after_each_step`) and one `fit` of the actor over the shuffled minibatches
+of its `actor_epochs` passes; the AdamW state starts afresh with each `fit`. Under torchrun the main process
+rolls out and its trajectories are broadcast (`on_main_then_broadcast`); every process trains on its share of
+each minibatch, and only the main process writes. The KL reference π₀ is the policy with its LoRA adapters off,
+or, without LoRA, the starting policy loaded once (frozen).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,21 +46,28 @@ import torch
 from pydantic import Field, model_validator
 
 from proctor.models.sequences import completion_logprobs
-from proctor.progress import StageProgress
 from proctor.rl.advantages import whiten
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.expected_baseline import expected_baselines
-from proctor.rl.grpo import frozen_copy
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import make_sampler, rollout_policy
-from proctor.rl.online_config import OnlineConfig
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, pg_loss, ppo_clip_loss
-from proctor.rl.online_config import start_run
-from proctor.training.policy import save_policy, trainable_parameters
-from proctor.rl.replay import ReplayBuffer, transitions
+from proctor.rl.online_config import OnlineConfig, start_run
+from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate_sum, ppo_clip_tokens
+from proctor.rl.replay import ReplayBuffer, Transition, transitions
 from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned
 from proctor.rl.td import archer_advantage, polyak_update
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.engine import fit
+from proctor.training.policy import (
+    adapters_disabled,
+    frozen_copy,
+    load_policy,
+    save_policy,
+    saving_state_dict,
+    trainable_parameters,
+)
+from proctor.training.precision import weights_dtype
 
 REPLAY_FILE = "replay.parquet"
 Critic = UtteranceCritic | LikelihoodCritic
@@ -65,21 +82,22 @@ class ArCHerConfig(OnlineConfig):
         default="head", description="head: a [Q₁, Q₂, V₁, V₂] head on the backbone (`proctor.rl.critic`); "
         "likelihood: Q through the backbone's LM likelihood, e.g. from a likelihood PRM "
         "(`proctor.rl.likelihood_critic`)")
-    critic_learning_rate: float = Field(default=1e-5, gt=0)
+    critic_learning_rate: float = Field(default=1e-5, gt=0, description="peak learning rate of the critic's AdamW")
     critic_head_learning_rate: float | None = Field(
         default=None, gt=0, description="likelihood critic: of its Q biases and V head (None: critic_learning_rate)")
-    gamma: float = Field(default=0.95, ge=0, le=1)
+    gamma: float = Field(default=0.95, ge=0, le=1, description="discount γ of the TD targets")
     tau: float = Field(default=0.1, gt=0, le=1, description="Polyak rate of the target critic")
     target_heads: Literal["min", "per-head"] = Field(
         default="min", description="min: min of the target's heads (paper); per-head: head i ← head i (code)")
     buffer_capacity: int = Field(default=10_000, ge=1, description="transitions kept (oldest overwritten)")
     critic_updates: int = Field(default=16, ge=0, description="critic gradient steps per iteration")
-    critic_batch_size: int = Field(default=16, ge=1)
+    critic_batch_size: int = Field(default=16, ge=1, description="replay transitions per critic step (the global "
+                                   "batch, drawn uniformly with replacement)")
     warmup_iterations: int = Field(default=0, ge=0, description="first iterations train the critic only")
     # actor
     train_actor: bool = Field(default=True, description="False: the LM stays frozen (CHAI)")
     actor_epochs: int = Field(default=1, ge=1, description="passes over each iteration's steps")
-    minibatch_size: int = Field(default=16, ge=1, description="steps per actor step")
+    minibatch_size: int = Field(default=16, ge=1, description="steps per actor step (the global batch)")
     aggregation: Aggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
     whiten_advantages: bool = Field(default=False, description="A ← (A − mean)/std over the iteration's steps "
                                     "(PPO's normalisation; ArCHer: off)")
@@ -87,7 +105,8 @@ class ArCHerConfig(OnlineConfig):
         default="value", description="value: the critic's min(V₁, V₂)(s) (ArCHer); expected: Σ_a π(a|s)·min Q(s, a) "
         "over the admissible actions (needs critic_kind: likelihood and the choice agent)")
     kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π₀) per token to the starting policy")
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    kl_estimator: Literal["k1", "k2", "k3", "abs"] = Field(default="k3", description="the per-token KL estimator "
+                                                            "(`proctor.rl.policy_losses.KL_PENALTIES`)")
     actor_loss: Literal["pg", "ppo-clip"] = Field(
         default="pg", description="pg: −A·log π (ArCHer); ppo-clip: PPO's clipped ratio to the sampling policy")
     clip: float = Field(default=0.2, gt=0, description="ppo-clip: ε, the ratio is clipped to [1 − ε, 1 + ε]")
@@ -105,6 +124,7 @@ class ArCHerConfig(OnlineConfig):
         return self
 
 
+
 @dataclass
 class ArCHerResult:
     policy_dir: Path
@@ -115,65 +135,91 @@ class ArCHerResult:
 def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     """Run `cfg.iterations` iterations of ArCHer (or online CHAI); returns the last policy and critic."""
     policy, tokenizer, device = start_run(cfg)
-    critic = build_critic(cfg).to(device or "cpu")
+    critic = build_critic(cfg).to(device)
     check_same_tokenizer(critic, tokenizer)
     target = frozen_copy(critic)
-    reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
-    opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    opt_critic = torch.optim.AdamW(critic_parameter_groups(cfg, critic), lr=cfg.critic_learning_rate)
+    reference = kl_reference(cfg, device)
     buffer = ReplayBuffer(cfg.buffer_capacity)
     generator = torch.Generator().manual_seed(cfg.seed)
     pad = tokenizer.pad_token_id
-    current, critic_dir, history = cfg.policy, cfg.output_dir, []
+    current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy (CHAI: the critic's best of K samples)
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        if cfg.candidates > 1:
-            sampler = CriticChoiceAgent(sampler, critic.eval(), tokenizer, cfg.prompt, cfg.candidates,
-                                        cfg.logprob_weight)
-        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
-        sampler.close()
+        # 1. rollouts of the current policy (CHAI: the critic's best of K samples), on the main process
+        trajs, rollout = on_main_then_broadcast(partial(sample, cfg, k, policy, tokenizer, current, folder, critic))
         clock["rollout"] = time.monotonic()
         # 2. the steps into the replay buffer
         slots = buffer.add(transitions(tokenizer, trajs, cfg.prompt, iteration=k))
         # 3. TD updates of the critic on replay minibatches, Polyak-averaged target
-        critic_log = update_critic(cfg, critic, target, opt_critic, buffer, generator)
+        critic_log = update_critic(cfg, critic, target, buffer, generator)
         clock["critic"] = time.monotonic()
         # 4. after the warm-up: token-level policy gradient with A = min Q − min V on this iteration's steps
         actor_log, drift = [], None
         if cfg.train_actor and k > cfg.warmup_iterations:
             rows = buffer.take(slots)
             samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
-            drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size)
+            drift = fill_logprobs(policy, None, samples, pad, cfg.minibatch_size)
+            if cfg.kl_coef > 0:
+                with contextlib.nullcontext(reference) if reference is not None else adapters_disabled(policy) as ref:
+                    fill_reference_logprobs(ref, samples, pad, cfg.minibatch_size)
             baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature,
                                            progress=cfg.progress) if cfg.baseline == "expected" else None)
-            actor_log = update_actor(cfg, k, policy, critic, opt_policy, samples, pad, baseline, reference is not None)
-            current = str(save_policy(policy, tokenizer, folder / "policy"))
+            actor_log, trainer = update_actor(cfg, k, policy, critic, samples, pad, baseline)
+            current = str(save_iterate(cfg, trainer, policy, tokenizer, folder / "policy"))
         clock["actor"] = time.monotonic()
-        # 5. save the critic, the buffer and the metrics
-        critic_dir = critic.save_pretrained(folder / "critic")
-        buffer.save(cfg.output_dir / REPLAY_FILE)
+        # 5. save the critic, the buffer and the metrics (the main process writes)
+        critic_dir = folder / "critic"
+        if is_main_process():
+            critic.save_pretrained(critic_dir)
+            buffer.save(cfg.output_dir / REPLAY_FILE)
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "transitions": len(slots), "buffer": len(buffer),
                    "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
                    "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
                    "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
-    write_summary(cfg, current, history)
-    return ArCHerResult(Path(current), Path(critic_dir), history)
+        record(folder, metrics, history)
+    if is_main_process():
+        write_summary(cfg, current, history)
+    barrier()
+    return ArCHerResult(Path(current), critic_dir, history)
 
 
 # -- the stages, in the order train_archer runs them -----------------------------------------------------
 def build_critic(cfg: ArCHerConfig) -> Critic:
-    """The critic of `cfg.critic_kind` on `cfg.critic` (None: the policy)."""
+    """The critic of `cfg.critic_kind` on `cfg.critic` (None: the policy), its weights in float32 (bf16 for
+    `precision: bf16-pure`)."""
     kind = LikelihoodCritic if cfg.critic_kind == "likelihood" else UtteranceCritic
-    return kind.build(cfg.critic or cfg.policy, dtype=cfg.dtype)
+    return kind.build(cfg.critic or cfg.policy, dtype=weights_dtype(cfg.precision))
+
+
+def kl_reference(cfg: ArCHerConfig, device: str) -> torch.nn.Module | None:
+    """The KL reference π₀ when it is a second model: the starting policy loaded once, frozen, in eval mode
+    (needed only for `kl_coef` > 0 without LoRA; with LoRA, π₀ is the policy with its adapters off)."""
+    if cfg.kl_coef == 0 or not cfg.train_actor or cfg.lora is not None:
+        return None
+    model, _ = load_policy(cfg.policy, precision=cfg.precision, device=device)
+    return model.eval().requires_grad_(False)
+
+
+def sample(cfg: OnlineConfig, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, folder: Path,
+           critic: Critic | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """Iteration k's rollouts (written to `folder/rollouts`) and their summary: the policy's agent, or, given a
+    critic and `candidates` > 1, the critic's best of K of its samples (CHAI)."""
+    sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+    if critic is not None and cfg.candidates > 1:
+        sampler = CriticChoiceAgent(sampler, critic.eval(), tokenizer, cfg.prompt, cfg.candidates,
+                                    cfg.logprob_weight)
+    try:
+        return rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
+    finally:
+        sampler.close()
 
 
 def critic_parameter_groups(cfg: ArCHerConfig, critic: Critic) -> list[dict[str, Any]]:
-    """The critic's optimiser groups: a likelihood critic's small heads may take `critic_head_learning_rate`."""
+    """The critic's optimiser groups: a likelihood critic's small heads may take `critic_head_learning_rate`;
+    the others train at `critic_learning_rate`, the rate of the critic's `fit`. No group sets a weight decay:
+    the critic's AdamW keeps torch's default (0.01)."""
     if not isinstance(critic, LikelihoodCritic):
         return [{"params": trainable_parameters(critic)}]
     heads = [critic.q_bias, *critic.value_head.parameters()]
@@ -181,25 +227,64 @@ def critic_parameter_groups(cfg: ArCHerConfig, critic: Critic) -> list[dict[str,
             {"params": heads, "lr": cfg.critic_head_learning_rate or cfg.critic_learning_rate}]
 
 
-def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic,
-                  optimizer: torch.optim.Optimizer, buffer: ReplayBuffer, generator: torch.Generator
-                  ) -> list[dict[str, Any]]:
-    """`critic_updates` TD steps on uniform replay minibatches, each followed by the Polyak target update."""
-    critic.train()
-    steps: list[dict[str, Any]] = []
-    with StageProgress("archer critic", total=cfg.critic_updates, unit="steps", enabled=cfg.progress) as bar:
-        for _ in range(cfg.critic_updates):
-            loss, stats = critic_loss(critic, target, buffer.sample(cfg.critic_batch_size, generator), cfg.gamma,
-                                      cfg.target_heads)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable_parameters(critic), cfg.max_grad_norm or float("inf"))
-            optimizer.step()
-            polyak_update(target.parameters(), critic.parameters(), cfg.tau)
-            steps.append({"loss": loss.item(), **stats})
-            bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}")
-    critic.eval()
-    return steps
+class CriticLoss:
+    """`critic_loss` as the engine's `RowLoss` over replay transitions: its weight is the number of
+    transitions (the loss is a mean over them per head), the call returns B·(loss, stats)."""
+
+    def __init__(self, target: Critic, gamma: float, heads: str):
+        self.target, self.gamma, self.heads = target, gamma, heads
+
+    def weight(self, rows: Sequence[Transition]) -> float:
+        return len(rows)
+
+    def __call__(self, model: torch.nn.Module, rows: Sequence[Transition]) -> tuple[torch.Tensor, dict[str, Any]]:
+        loss, stats = critic_loss(model, self.target, rows, self.gamma, self.heads)
+        return loss * len(rows), {k: v * len(rows) for k, v in stats.items()}
+
+
+@contextlib.contextmanager
+def polyak_after_each_step(target: Critic, critic: Critic, tau: float) -> Iterator[None]:
+    """Within the block, every optimizer step that updates `critic`'s parameters is followed by the Polyak
+    update of the target, ψ̄ ← τψ + (1 − τ)ψ̄ (`polyak_update`); a step skipped by the fp16 loss scaler is not."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    first = next(p for p in critic.parameters() if p.requires_grad)
+
+    def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if any(p is first for g in optimizer.param_groups for p in g["params"]):
+            polyak_update(target.parameters(), critic.parameters(), tau)
+
+    handle = register_optimizer_step_post_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic, buffer: ReplayBuffer,
+                  generator: torch.Generator) -> list[dict[str, Any]]:
+    """`critic_updates` TD steps on uniform replay minibatches of `critic_batch_size` (one `fit`), each followed
+    by the Polyak target update; the per-step log."""
+    if cfg.critic_updates == 0:
+        return []
+    batches = [buffer.sample(cfg.critic_batch_size, generator) for _ in range(cfg.critic_updates)]
+    opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate})
+    with polyak_after_each_step(target, critic, cfg.tau):
+        result = fit(critic, batches, CriticLoss(target, cfg.gamma, cfg.target_heads), opt,
+                     cfg.output_dir / "trainer", label="archer critic",
+                     optimizer_groups=lambda model: critic_parameter_groups(cfg, model))
+    return result.curve
+
+
+@torch.no_grad()
+def fill_reference_logprobs(reference: torch.nn.Module, rows: Sequence[StepRow], pad_id: int,
+                            batch_size: int) -> None:
+    """Set every row's per-token log-probs under the KL reference π₀ (`ref_logprobs`)."""
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i:i + batch_size]
+        logps, mask = completion_logprobs(reference, [(r.prompt_ids, r.completion_ids) for r in chunk], pad_id)
+        for b, r in enumerate(chunk):
+            r.ref_logprobs = logps[b][mask[b].bool()].float().cpu().tolist()
 
 
 @torch.no_grad()
@@ -217,45 +302,83 @@ def advantages(critic: Critic, rows: Sequence[StepRow], batch_size: int,
     return out
 
 
-def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Critic,
-                 optimizer: torch.optim.Optimizer, rows: Sequence[StepRow], pad_id: int,
-                 baseline: Sequence[float] | None = None, with_kl: bool = False) -> list[dict[str, Any]]:
-    """`actor_epochs` shuffled passes of −A·log π (+ kl_coef·KL to π₀ when `with_kl`: the rows carry the
-    reference's log-probs) over `rows`, with the critic's advantages computed once."""
+class ActorLoss:
+    """ArCHer's actor loss as the engine's `RowLoss` over `StepRow`s carrying their advantage A (and old and
+    reference log-probs): per token ℓ_h = −A·log π(a^h | s, a^{<h}) (`pg`) or PPO's clipped surrogate against
+    the sampling policy (`ppo-clip`), plus kl_coef·KL(π‖π₀)_h; summed per `aggregation`
+    (`policy_losses.aggregate_sum`), the weight being its items: the rows (`seq-mean-*`) or the tokens
+    (`token-mean`). Stats over the same items: KL (aggregated as the loss), Σ A, and PPO's clipfrac,
+    approx_kl and ratio (each item's token mean)."""
+
+    def __init__(self, cfg: ArCHerConfig, pad_id: int):
+        self.cfg, self.pad_id = cfg, pad_id
+
+    def weight(self, rows: Sequence[StepRow]) -> float:
+        return sum(len(r.completion_ids) for r in rows) if self.cfg.aggregation == "token-mean" else len(rows)
+
+    def __call__(self, model: torch.nn.Module, rows: Sequence[StepRow]) -> tuple[torch.Tensor, dict[str, Any]]:
+        cfg = self.cfg
+        logps, mask = completion_logprobs(model, [(r.prompt_ids, r.completion_ids) for r in rows], self.pad_id)
+        a = torch.tensor([r.advantage for r in rows], device=logps.device)[:, None].expand_as(logps)
+        per_item = cfg.aggregation if cfg.aggregation == "token-mean" else "seq-mean-token-mean"
+        if cfg.actor_loss == "ppo-clip":
+            old = right_aligned([r.old_logprobs for r in rows], mask.shape[1], logps.device)
+            tokens, token_stats = ppo_clip_tokens(logps, old, a, cfg.clip, cfg.clip)
+        else:
+            tokens, token_stats = -a * logps, {}
+        if cfg.kl_coef > 0:
+            ref = right_aligned([r.ref_logprobs for r in rows], mask.shape[1], logps.device)
+            kl = KL_PENALTIES.get(cfg.kl_estimator)(logps, ref)
+            tokens = tokens + cfg.kl_coef * kl
+        stats = {k: aggregate_sum(v, mask, per_item) for k, v in token_stats.items()}
+        if cfg.kl_coef > 0:
+            stats["kl"] = aggregate_sum(kl.detach(), mask, cfg.aggregation)
+        stats["advantage"] = aggregate_sum(a, mask, per_item)
+        return aggregate_sum(tokens, mask, cfg.aggregation), stats
+
+
+def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Critic, rows: Sequence[StepRow],
+                 pad_id: int, baseline: Sequence[float] | None = None) -> tuple[list[dict[str, Any]], Any]:
+    """`actor_epochs` shuffled passes of `ActorLoss` over `rows` (one `fit`), with the critic's advantages
+    computed once; (the per-step log, the Trainer)."""
     adv = advantages(critic, rows, cfg.minibatch_size, baseline)
     if cfg.whiten_advantages:
         adv = whiten(torch.tensor(adv, dtype=torch.float64), torch.ones(len(adv))).tolist()
-    policy.train()
+    for r, a in zip(rows, adv, strict=True):
+        r.advantage = a
     rng = random.Random(cfg.seed * 1_000_003 + k)
-    steps: list[dict[str, Any]] = []
-    per_epoch = -(-len(rows) // cfg.minibatch_size)
-    with StageProgress("archer actor", total=cfg.actor_epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
-        for epoch in range(cfg.actor_epochs):
-            order = list(range(len(rows)))
-            rng.shuffle(order)
-            for start in range(0, len(order), cfg.minibatch_size):
-                idx = order[start:start + cfg.minibatch_size]
-                logps, mask = completion_logprobs(policy, [(rows[i].prompt_ids, rows[i].completion_ids) for i in idx],
-                                                  pad_id)
-                a = torch.tensor([adv[i] for i in idx], device=logps.device)[:, None].expand_as(logps)
-                if cfg.actor_loss == "ppo-clip":
-                    old = right_aligned([rows[i].old_logprobs for i in idx], mask.shape[1], logps.device)
-                    loss, stats = ppo_clip_loss(logps, old, a, mask, cfg.clip, cfg.clip, cfg.aggregation)
-                else:
-                    loss, stats = pg_loss(logps, a, mask, cfg.aggregation)
-                if with_kl:
-                    ref = right_aligned([rows[i].ref_logprobs for i in idx], mask.shape[1], logps.device)
-                    kl = aggregate(KL_PENALTIES.get(cfg.kl_estimator)(logps, ref), mask, cfg.aggregation)
-                    loss = loss + cfg.kl_coef * kl
-                    stats["kl"] = float(kl.detach())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))
-                optimizer.step()
-                steps.append({"epoch": epoch, "loss": loss.item(), "advantage": float(a[:, 0].mean()), **stats})
-                bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}")
-    policy.eval()
-    return steps
+    batches = [[rows[i] for i in b] for b in shuffled_passes(len(rows), cfg.minibatch_size, cfg.actor_epochs, rng)]
+    result = fit(policy, batches, ActorLoss(cfg, pad_id), cfg, cfg.output_dir / "trainer", label="archer actor")
+    return result.curve, result.trainer
+
+
+def shuffled_passes(n: int, batch_size: int, epochs: int, rng: random.Random) -> list[list[int]]:
+    """`epochs` passes over items 0..n−1, each shuffled by `rng` and cut into consecutive batches of
+    `batch_size` (the last one of a pass smaller)."""
+    out: list[list[int]] = []
+    for _ in range(epochs):
+        order = list(range(n))
+        rng.shuffle(order)
+        out += [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    return out
+
+
+def save_iterate(cfg: OnlineConfig, trainer: Any, policy: torch.nn.Module, tokenizer: Any, folder: Path) -> Path:
+    """Save the policy to `folder` in `cfg.save_dtype` from the main process (the state dict gathered from every
+    process under FSDP / ZeRO-3: every process calls this); returns once the folder is complete."""
+    state_dict = saving_state_dict(trainer) if trainer is not None else None
+    if is_main_process():
+        save_policy(policy, tokenizer, folder, save_dtype=cfg.save_dtype, state_dict=state_dict)
+    barrier()
+    return folder
+
+
+def record(folder: Path, metrics: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    """`record_iteration` on the main process (it writes `metrics.json`); the others only keep the metrics."""
+    if is_main_process():
+        record_iteration(folder, metrics, history)
+    else:
+        history.append(metrics)
 
 
 def summarize(steps: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:

@@ -10,14 +10,18 @@ the actions at a state are a finite list). Readable top to bottom in `train_bon_
        π_N(a) = F(a)^N − F⁻(a)^N,   F(a) = Σ_{b: Q(b) ≤ Q(a)} p(b),   F⁻(a) = Σ_{b: Q(b) < Q(a)} p(b);
 
 3. the student starts from `init` (default: π itself; a likelihood PRM's folder is a causal LM over the same
-   prompts whose ranking of the actions is Q's, `proctor.prm.likelihood`), and `epochs` passes of AdamW minimise
-   the cross-entropy of its choice distribution π_θ(a | s) = softmax_a log π_θ(reply(a) | s) to the target,
+   prompts whose ranking of the actions is Q's, `proctor.prm.likelihood`; float32 weights unless `precision:
+   bf16-pure`), and `epochs` passes of AdamW on the training engine (`proctor.training.fit`, batches of
+   `batch_size` states, `DistilLoss`) minimise the batch mean of the cross-entropy of its choice distribution π_θ(a | s) = softmax_a log π_θ(reply(a) | s) to the target,
 
        H(π_N, π_θ) = −Σ_a π_N(a) log π_θ(a | s)     (`soft_cross_entropy`),
 
    each state's prompt and all its actions in one forward pass (`proctor.models.shared_prefix`);
 4. the student is saved (`output_dir/policy`, safetensors) with `output_dir/metrics.json` (states used and drawn,
    episodes left out for errors, loss curve, seconds per stage).
+
+Under torchrun / accelerate launch, stages 1-2 run on the main process and are broadcast; each process trains
+on its share of every batch, and only the main process writes.
 
 A student equal to π_N at every state acts like best-of-N in distribution. Needs an env that lists its admissible
 actions (the `choice` agent ranks them).
@@ -27,16 +31,16 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.models.shared_prefix import shared_prefix_token_logprobs
@@ -45,6 +49,11 @@ from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
 from proctor.stats import best_of_n_probabilities
+from proctor.training.config import OptimizationConfig
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.engine import fit
+from proctor.training.policy import save_policy, saving_state_dict
+from proctor.training.precision import resolve_device, weights_dtype
 from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "metrics.json"
@@ -52,8 +61,9 @@ METRICS_FILE = "metrics.json"
 log = logging.getLogger(__name__)
 
 
-class BonDistillConfig(BaseModel):
-    """Best-of-N distillation (see module docstring); one YAML for `proctor train bon-distill`.
+class BonDistillConfig(OptimizationConfig):
+    """Best-of-N distillation (see module docstring); one YAML for `proctor train bon-distill`. The
+    optimisation fields are `OptimizationConfig`'s (AdamW at `learning_rate` 5e-5 here, constant).
 
     Example:
 
@@ -65,8 +75,6 @@ class BonDistillConfig(BaseModel):
         output_dir: runs/bon-distill
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     policy: str = Field(description="π, the proposing policy: a causal LM folder or hub name")
     prm: str = Field(description="Q: any PRM folder `open_scorer` reads")
     init: str | None = Field(default=None, description="the student's starting weights (None: the policy)")
@@ -75,15 +83,10 @@ class BonDistillConfig(BaseModel):
     prompt: PromptConfig = Field(default_factory=PromptConfig, description="the choice agent's prompt")
     max_states: int | None = Field(default=2000, ge=1, description="states drawn at random (None: every step)")
     n: int = Field(default=8, ge=1, description="N of the best-of-N whose action law is the target")
-    epochs: int = Field(default=2, ge=1)
-    batch_size: int = Field(default=8, ge=1, description="states per optimizer step")
-    learning_rate: float = Field(default=5e-5, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    dtype: str | None = None
-    device: str | None = None
-    seed: int = 0
-    progress: bool = True
+    epochs: int = Field(default=2, ge=1, description="passes over the states")
+    batch_size: int = Field(default=8, ge=1, description="states per optimizer step (the global batch, split "
+                            "between the processes and the gradient accumulation steps)")
+    learning_rate: float = Field(default=5e-5, gt=0, description="peak learning rate of AdamW")
 
 
 @dataclass
@@ -106,8 +109,52 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out}: output_dir is not empty; choose a new folder")
     torch.manual_seed(cfg.seed)
-    rng, clock = random.Random(cfg.seed), {"start": time.monotonic()}
-    # 1. states from π's episodes
+    device = resolve_device(cfg.device)
+    # the student, from `init`, in float32 (bf16 for precision bf16-pure)
+    student = ChoiceAgent(cfg.init or cfg.policy, prompt=cfg.prompt, device=device,
+                          dtype=weights_dtype(cfg.precision))
+    # 1-2. states, π's p and Q's scores → π_N at every state, and the epochs' order: on the main process
+    start = time.monotonic()
+    sampled = on_main_then_broadcast(partial(sample_targets, cfg, student, device))
+    clock = {"start": start, "targets": time.monotonic()}
+    # 3. the student towards π_N, on the engine
+    batches = [[sampled.targets[j] for j in order[i:i + cfg.batch_size]]
+               for order in sampled.orders for i in range(0, len(order), cfg.batch_size)]
+    fitted = fit(student.model, batches, DistilLoss(student.pad_id), cfg, out / "trainer",
+                 label="best-of-n distillation")
+    clock["train"] = time.monotonic()
+    # 4. save (one process writes)
+    trainer, policy_dir = fitted.trainer, out / "policy"
+    state_dict = saving_state_dict(trainer)
+    if is_main_process():
+        save_policy(trainer.accelerator.unwrap_model(trainer.model), student.tokenizer, policy_dir,
+                    save_dtype=cfg.save_dtype, state_dict=state_dict)
+        targets = sampled.targets
+        metrics = {"states": len(targets), **sampled.counts,
+                   "mean_top_target": round(sum(max(t.probs) for t in targets) / len(targets), 4),
+                   "curve": [{"step": r["step"], "loss": round(r["loss"], 5)} for r in fitted.curve],
+                   "seconds": {"targets": round(clock["targets"] - clock["start"], 1),
+                               "train": round(clock["train"] - clock["targets"], 1)},
+                   "config": cfg.model_dump(mode="json")}
+        (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
+    barrier()
+    return policy_dir
+
+
+@dataclass
+class Sampled:
+    """What the main process computes and broadcasts: the targets, each epoch's order of them, the counts
+    `metrics.json` records."""
+
+    targets: list[Target]
+    orders: list[list[int]]
+    counts: dict[str, int]
+
+
+def sample_targets(cfg: BonDistillConfig, student: ChoiceAgent, device: str) -> Sampled:
+    """Stages 1-2: π_N at states drawn from `cfg.states_from`, and the epochs' orders, both from one
+    `random.Random(cfg.seed)` sequence. The proposer is the student itself when there is no `init`."""
+    rng = random.Random(cfg.seed)
     stored = TrajectoryStore.open(cfg.states_from).load()
     trajs = [t for t in stored if t.steps and t.termination not in ("env_error", "agent_error")]
     if len(trajs) < len(stored):
@@ -118,30 +165,14 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
     if not states:
         raise ValueError(f"{cfg.states_from}: no step with two or more admissible actions (best-of-N distillation "
                          "needs an env that lists its actions)")
-    proposer = ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=cfg.device, dtype=cfg.dtype)
-    student = proposer if cfg.init is None else ChoiceAgent(cfg.init, prompt=cfg.prompt, device=cfg.device,
-                                                             dtype=cfg.dtype)
+    proposer = student if cfg.init is None else ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=device)
     if student.tokenizer.get_vocab() != proposer.tokenizer.get_vocab():
         raise ValueError(f"init: {cfg.init} has another tokenizer than policy {cfg.policy}; the student learns on the "
                          "policy's token ids, so it must share its tokenizer")
-    # 2. π's p and Q's scores → π_N at every state
-    targets = best_of_n_targets(proposer, open_scorer(cfg.prm, device=cfg.device), states, cfg.n, cfg.progress)
-    clock["targets"] = time.monotonic()
-    # 3. the student, from `init`, towards π_N
-    curve = distil(student, targets, cfg, rng)
-    clock["train"] = time.monotonic()
-    # 4. save
-    policy_dir = out / "policy"
-    student.model.save_pretrained(policy_dir)
-    student.tokenizer.save_pretrained(policy_dir)
-    metrics = {"states": len(targets), "sampled_states": len(sampled), "episodes": len(stored),
-               "episodes_left_out": len(stored) - len(trajs),
-               "mean_top_target": round(sum(max(t.probs) for t in targets) / len(targets), 4), "curve": curve,
-               "seconds": {"targets": round(clock["targets"] - clock["start"], 1),
-                           "train": round(clock["train"] - clock["targets"], 1)},
-               "config": cfg.model_dump(mode="json")}
-    (out / METRICS_FILE).write_text(json.dumps(metrics, indent=2))
-    return policy_dir
+    targets = best_of_n_targets(proposer, open_scorer(cfg.prm, device=device), states, cfg.n, cfg.progress)
+    orders = [rng.sample(range(len(targets)), len(targets)) for _ in range(cfg.epochs)]
+    return Sampled(targets, orders, {"sampled_states": len(sampled), "episodes": len(stored),
+                                     "episodes_left_out": len(stored) - len(trajs)})
 
 
 def best_of_n_targets(proposer: ChoiceAgent, scorer: Any, states: Sequence[Prefix], n: int, progress: bool = True,
@@ -160,43 +191,28 @@ def best_of_n_targets(proposer: ChoiceAgent, scorer: Any, states: Sequence[Prefi
     return out
 
 
-def choice_log_probs(agent: ChoiceAgent, targets: Sequence[Target]) -> list[torch.Tensor]:
+def choice_log_probs(model: torch.nn.Module, targets: Sequence[Target], pad_id: int) -> list[torch.Tensor]:
     """log π_θ(a | s) over each state's actions: the log-softmax of the replies' summed token log-probs."""
-    rows = shared_prefix_token_logprobs(agent.model, [t.prompt for t in targets],
-                                        [(i, r) for i, t in enumerate(targets) for r in t.replies], agent.pad_id)
+    rows = shared_prefix_token_logprobs(model, [t.prompt for t in targets],
+                                        [(i, r) for i, t in enumerate(targets) for r in t.replies], pad_id)
     out, k = [], 0
     for t in targets:
-        out.append(torch.log_softmax(torch.stack([row.sum() for row in rows[k:k + len(t.replies)]]), dim=0))
+        out.append(torch.log_softmax(torch.stack([row.float().sum() for row in rows[k:k + len(t.replies)]]), dim=0))
         k += len(t.replies)
     return out
 
 
-def distil(student: ChoiceAgent, targets: Sequence[Target], cfg: BonDistillConfig,
-           rng: random.Random) -> list[dict[str, float]]:
-    """`cfg.epochs` passes of AdamW over the states, `cfg.batch_size` per step, the mean H(π_N, π_θ) as the
-    loss; returns the loss curve (every 25th step and the last)."""
-    model = student.model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    steps = cfg.epochs * math.ceil(len(targets) / cfg.batch_size)
-    model.train()
-    curve, step = [], 0
-    with StageProgress("best-of-n distillation", total=steps, unit="steps", enabled=cfg.progress) as bar:
-        for _ in range(cfg.epochs):
-            order = rng.sample(range(len(targets)), len(targets))
-            for start in range(0, len(order), cfg.batch_size):
-                batch = [targets[j] for j in order[start:start + cfg.batch_size]]
-                losses = [soft_cross_entropy(lp, torch.tensor(t.probs, device=lp.device))
-                          for t, lp in zip(batch, choice_log_probs(student, batch), strict=True)]
-                loss = torch.stack(losses).mean()
-                optimizer.zero_grad()
-                loss.backward()
-                if cfg.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                if step % 25 == 0 or step == steps - 1:
-                    curve.append({"step": step, "loss": round(loss.item(), 5)})
-                    bar.stats = f"loss {loss.item():.4f}"
-                step += 1
-                bar.advance(1)
-    model.eval()
-    return curve
+class DistilLoss:
+    """The distillation loss as the engine's `RowLoss` over states (`Target`s): weight = the number of states,
+    a call returns Σ_s H(π_N(·|s), π_θ(·|s)) (`soft_cross_entropy`)."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def weight(self, rows: Sequence[Target]) -> float:
+        return float(len(rows))
+
+    def __call__(self, model: torch.nn.Module, rows: Sequence[Target]) -> tuple[torch.Tensor, dict[str, Any]]:
+        losses = [soft_cross_entropy(lp, torch.tensor(t.probs, device=lp.device))
+                  for t, lp in zip(rows, choice_log_probs(model, rows, self.pad_id), strict=True)]
+        return torch.stack(losses).sum(), {}

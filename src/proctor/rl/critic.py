@@ -73,6 +73,13 @@ class UtteranceCritic(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
+        """The backbone's (what the Trainer calls for `gradient_checkpointing: true`)."""
+        self.model.activation_checkpointing_enable(**kwargs)
+
+    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
+        self.model.gradient_checkpointing_enable(**kwargs)
+
     def forward(self, prompts: Sequence[Sequence[int]], actions: Sequence[Sequence[int]]
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q [B, 2] at each action's last token, V [B, 2] at its prompt's last token)."""
@@ -110,8 +117,8 @@ def critic_loss(critic: UtteranceCritic, target: UtteranceCritic, batch: Sequenc
         terminated = torch.tensor([t.terminated for t in batch], device=dev)
         y_q = q_targets(rewards, next_v, terminated, gamma, heads)
         y_v = v_targets(target_q[:, None, :], heads)
-        if critic.value_bounds is not None:
-            lo, hi = critic.value_bounds
+        if target.value_bounds is not None:  # the target: `critic` may be wrapped (DDP) by the Trainer
+            lo, hi = target.value_bounds
             bad = ((y_q < lo) | (y_q > hi)).any(dim=-1).nonzero().flatten().tolist()
             if bad:
                 t = batch[bad[0]]

@@ -1,4 +1,5 @@
-"""One DPO optimisation step over preference pairs, and the reference log-probabilities it compares to.
+"""The DPO loss over preference pairs as the training engine's `RowLoss` (`DPOLoss`), and the reference
+log-probabilities it compares to.
 
 For a batch of B pairs, each prompt runs once and its KV cache serves both completions (chosen and rejected;
 `proctor.models.sequences.shared_prompt_logprobs`, gradients through the cache), or the 2B concatenated sequences
@@ -14,6 +15,7 @@ without holding a second model in memory (TRL's `precompute_ref_log_probs`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -67,37 +69,44 @@ def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], 
     return torch.cat(chosen), torch.cat(rejected)
 
 
-def dpo_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, pairs: Sequence[PreferencePair],
-             ref_chosen: torch.Tensor, ref_rejected: torch.Tensor, *, pad_id: int, loss: str = "sigmoid",
-             beta: float = 0.1, label_smoothing: float = 0.0, average: bool = False,
-             max_grad_norm: float | None = 1.0, shared_prompt: bool = True, rpo_alpha: float = 0.0
-             ) -> dict[str, Any]:
-    """One optimizer step on a batch of pairs; returns the step's statistics: `loss` (with the RPO term when
-    `rpo_alpha` > 0), `nll` (mean per-token NLL of the chosen completions), `chosen_logratio` and
-    `rejected_logratio` (mean log π − log π_ref of each side), `margin` (mean h), `accuracy` (share of pairs with
-    h > 0), `grad_norm`, `tokens`."""
-    loss_fn = DPO_LOSSES.get(loss)
-    pc, pr, tokens = pair_logprobs(model, pairs, pad_id, average, shared_prompt)
-    ref_c, ref_r = ref_chosen.to(pc.device), ref_rejected.to(pc.device)
-    reward_margin = torch.tensor([p.scores[0] - p.scores[1] for p in pairs], device=pc.device)
-    losses = loss_fn(pc, pr, ref_c, ref_r, beta=beta, label_smoothing=label_smoothing, reward_margin=reward_margin)
-    lengths = torch.tensor([len(p.chosen_ids) for p in pairs], device=pc.device)
-    nll = chosen_nll(pc * lengths if average else pc, lengths).mean()
-    value = losses.mean() + rpo_alpha * nll if rpo_alpha else losses.mean()
-    optimizer.zero_grad(set_to_none=True)
-    value.backward()
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm is not None else float("inf"))
-    optimizer.step()
-    with torch.no_grad():
-        h = log_ratio_margin(pc, pr, ref_c, ref_r)
-        return {
-            "loss": float(value),
-            "nll": float(nll),
-            "chosen_logratio": float((pc - ref_c).mean()),
-            "rejected_logratio": float((pr - ref_r).mean()),
-            "margin": float(h.mean()),
-            "accuracy": float((h > 0).float().mean()),
-            "grad_norm": float(norm),
-            "tokens": tokens,
-        }
+@dataclass(frozen=True)
+class DPORow:
+    """One training row: a preference pair and its reference log-probs log π_ref(y_c), log π_ref(y_r)."""
+
+    pair: PreferencePair
+    ref_chosen: float
+    ref_rejected: float
+
+
+class DPOLoss:
+    """The DPO loss as the engine's `RowLoss` (`proctor.training.engine`): weight = the number of pairs; a call
+    returns Σ_pairs [L_loss(h) + α·nll_c] and the sums of `nll` (−log π(y_c)/|y_c|), `chosen_logratio` and
+    `rejected_logratio` (log π − log π_ref of each side), `margin` (h) and `accuracy` (1[h > 0]), so the curve
+    holds their means per optimizer step. `shared_prompt`: see `pair_logprobs`."""
+
+    def __init__(self, pad_id: int, loss: str = "sigmoid", beta: float = 0.1, label_smoothing: float = 0.0,
+                 average: bool = False, rpo_alpha: float = 0.0, shared_prompt: bool = True):
+        self.loss_fn = DPO_LOSSES.get(loss)
+        self.pad_id, self.beta, self.label_smoothing = pad_id, beta, label_smoothing
+        self.average, self.rpo_alpha, self.shared_prompt = average, rpo_alpha, shared_prompt
+
+    def weight(self, rows: Sequence[DPORow]) -> float:
+        return float(len(rows))
+
+    def __call__(self, model: torch.nn.Module, rows: Sequence[DPORow]) -> tuple[torch.Tensor, dict[str, Any]]:
+        pairs = [r.pair for r in rows]
+        pc, pr, _ = pair_logprobs(model, pairs, self.pad_id, self.average, self.shared_prompt)
+        pc, pr = pc.float(), pr.float()
+        ref_c = torch.tensor([r.ref_chosen for r in rows], device=pc.device)
+        ref_r = torch.tensor([r.ref_rejected for r in rows], device=pc.device)
+        reward_margin = torch.tensor([p.scores[0] - p.scores[1] for p in pairs], device=pc.device)
+        losses = self.loss_fn(pc, pr, ref_c, ref_r, beta=self.beta, label_smoothing=self.label_smoothing,
+                              reward_margin=reward_margin)
+        lengths = torch.tensor([len(p.chosen_ids) for p in pairs], device=pc.device)
+        nll = chosen_nll(pc * lengths if self.average else pc, lengths)
+        total = losses.sum() + self.rpo_alpha * nll.sum() if self.rpo_alpha else losses.sum()
+        with torch.no_grad():
+            h = log_ratio_margin(pc, pr, ref_c, ref_r)
+            stats = {"nll": nll.sum(), "chosen_logratio": (pc - ref_c).sum(),
+                     "rejected_logratio": (pr - ref_r).sum(), "margin": h.sum(), "accuracy": (h > 0).sum()}
+        return total, stats

@@ -7,9 +7,13 @@ top to bottom in `train_filtered_bc`. One iteration k = 1..K:
 3. the trajectories to clone (`proctor.rl.td.TRAJECTORY_FILTERS`): R ≥ the `keep_value`-th percentile of every
    return so far (`keep: percentile`, ArCHer's 90; `pool: iteration` uses this iteration's returns only), of
    the top `keep_value` fraction (`top-fraction`), or R ≥ `keep_value` (`threshold`);
-4. `epochs` passes of SFT on their steps: each step's prompt ids and the ids the policy generated (never a
-   re-tokenization), the loss on the generated ids only (`proctor.rl.sft.sft_loss`);
+4. `epochs` shuffled passes of SFT on their steps (one `proctor.training.fit`, `batch_size` steps per optimizer
+   step): each step's prompt ids and the ids the policy generated (never a re-tokenization), the loss the mean
+   NLL of the batch's generated tokens, L = −(1/|M|) Σ_{(b,j)∈M} log π(x_{b,j} | x_{b,<j}) (`proctor.rl.sft.SFTLoss`);
 5. the iterate is saved (`iter-k/policy`, `iter-k/metrics.json`).
+
+Under torchrun the main process rolls out and broadcasts the trajectories; every process trains on its share of
+each batch, and only the main process writes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,16 +30,15 @@ import torch
 from pydantic import Field
 
 from proctor.credit.outcome import outcome
-from proctor.progress import StageProgress
-from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import make_sampler, rollout_policy
-from proctor.rl.online_config import OnlineConfig
-from proctor.rl.online_config import start_run
-from proctor.training.policy import save_policy, trainable_parameters
-from proctor.rl.sft import collate, sft_loss
+from proctor.rl.archer import record, sample, save_iterate, shuffled_passes
+from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.online_config import OnlineConfig, start_run
+from proctor.rl.sft import SFTLoss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row
 from proctor.rl.td import TRAJECTORY_FILTERS
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.engine import fit
 from proctor.trajectory import Trajectory
 
 
@@ -43,12 +47,14 @@ class FilteredBCConfig(OnlineConfig):
 
     returns: Literal["reward", "success", "score"] = Field(
         default="reward", description="R: the sum of the env's rewards, or the outcome")
-    keep: Literal["percentile", "top-fraction", "threshold"] = "percentile"
+    keep: Literal["percentile", "top-fraction", "threshold"] = Field(
+        default="percentile", description="the filter (`proctor.rl.td.TRAJECTORY_FILTERS`): R ≥ a percentile of "
+        "the pool, the top fraction of this iteration's, or R ≥ a threshold")
     keep_value: float = Field(default=90.0, description="the percentile, the fraction or the threshold")
     pool: Literal["all", "iteration"] = Field(
         default="all", description="percentile of all returns so far (ArCHer) or of this iteration's")
     epochs: int = Field(default=1, ge=1, description="SFT passes over each iteration's kept steps")
-    batch_size: int = Field(default=8, ge=1)
+    batch_size: int = Field(default=8, ge=1, description="steps per optimizer step (the global batch)")
 
 
 @dataclass
@@ -60,15 +66,12 @@ class FilteredBCResult:
 def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
     """Run `cfg.iterations` iterations of online filtered BC (see module docstring); returns the last iterate."""
     policy, tokenizer, _ = start_run(cfg)
-    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     current, history, seen = cfg.policy, [], []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
-        sampler.close()
+        # 1. rollouts of the current policy, on the main process
+        trajs, rollout = on_main_then_broadcast(partial(sample, cfg, k, policy, tokenizer, current, folder))
         clock["rollout"] = time.monotonic()
         # 2-3. returns, and the trajectories whose return is high enough
         returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
@@ -78,18 +81,20 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
                                      strict=True) if keep]
         # 4. SFT on the kept steps' generated ids
         examples = [clone_example(tokenizer, t, i, cfg) for t in kept for i in range(len(t.steps))]
-        steps = clone(cfg, k, policy, optimizer, examples, tokenizer.pad_token_id)
+        steps, trainer = clone(cfg, k, policy, examples, tokenizer.pad_token_id)
         clock["train"] = time.monotonic()
-        # 5. save the iterate
-        current = str(save_policy(policy, tokenizer, folder / "policy"))
+        # 5. save the iterate (the main process writes)
+        current = str(save_iterate(cfg, trainer, policy, tokenizer, folder / "policy"))
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "mean_return": float(returns.mean()),
                    "kept": len(kept), "examples": len(examples),
                    "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
                              "log": steps},
                    "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
-    write_summary(cfg, current, history)
+        record(folder, metrics, history)
+    if is_main_process():
+        write_summary(cfg, current, history)
+    barrier()
     return FilteredBCResult(Path(current), history)
 
 
@@ -105,26 +110,13 @@ def clone_example(tokenizer: Any, traj: Trajectory, t: int, cfg: FilteredBCConfi
                    f"{traj.id}#{t}")
 
 
-def clone(cfg: FilteredBCConfig, k: int, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
-          examples: Sequence[Example], pad_id: int) -> list[float]:
-    """`epochs` shuffled passes of the SFT loss over `examples`; the loss of every step."""
-    policy.train()
-    device = next(policy.parameters()).device
+def clone(cfg: FilteredBCConfig, k: int, policy: torch.nn.Module, examples: Sequence[Example], pad_id: int
+          ) -> tuple[list[float], Any]:
+    """`epochs` shuffled passes of the SFT loss over `examples` (one `fit`); (the loss of every step, the
+    Trainer; None without examples)."""
+    if not examples:
+        return [], None
     rng = random.Random(cfg.seed * 1_000_003 + k)
-    losses: list[float] = []
-    per_epoch = -(-len(examples) // cfg.batch_size)
-    with StageProgress("fbc train", total=cfg.epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
-        for _ in range(cfg.epochs):
-            order = list(range(len(examples)))
-            rng.shuffle(order)
-            for start in range(0, len(order), cfg.batch_size):
-                ids, attn, mask = collate([examples[i] for i in order[start:start + cfg.batch_size]], pad_id)
-                loss, _, _ = sft_loss(policy, ids.to(device), attn.to(device), mask.to(device))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))
-                optimizer.step()
-                losses.append(loss.item())
-                bar.advance(1, stats=f"loss {losses[-1]:.4f}")
-    policy.eval()
-    return losses
+    batches = [[examples[i] for i in b] for b in shuffled_passes(len(examples), cfg.batch_size, cfg.epochs, rng)]
+    result = fit(policy, batches, SFTLoss(pad_id, 0.0), cfg, cfg.output_dir / "trainer", label="fbc train")
+    return [r["loss"] for r in result.curve], result.trainer

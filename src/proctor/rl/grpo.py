@@ -2,20 +2,25 @@
 
 One iteration k = 1..K, readable top to bottom in `train_grpo`:
 
-1. rollouts: K = `group_size` episodes of the current policy per task (`run_rollout`); every step keeps the
-   token ids the policy generated (`Step.token_ids`);
+1. rollouts: K = `rollouts_per_task` (`group_size`) episodes of the current policy per task (`run_rollout`, on
+   the main process, broadcast to every process); every step keeps the token ids the policy generated
+   (`Step.token_ids`);
 2. advantages (`proctor.rl.advantages` on `proctor.rl.groups.group_batch`): GRPO's episode advantage
    A^E = (R − mean)/std over each task's group, given to every step of the episode; or GiGPO's
    A = A^E + ω·A^S, with A^S the step advantage within anchor-state groups (same observation in the group);
 3. samples: one per step, the one renderer's prompt for that state and the step's own generated ids as the
    completion (never a re-tokenization; a step without ids is an error), its advantage on every token; steps
    with A = 0 carry no gradient and are left out;
-4. old log-probs: recomputed once with the weights that sampled (in eval mode, the same forward pass that
-   training runs, so the first ratio is exactly 1); the sampling log-probs stored on the step are compared
-   with them and the largest gap is reported (`logprob_drift`);
-5. `ppo_epochs` passes in minibatches of the clipped surrogate (`ppo_clip`, ε_low/ε_high, token-mean), plus
-   `kl_coef`·KL(π‖π_ref) per token (estimator `k3` by default) to the starting policy when kl_coef > 0;
-6. the iterate is saved (`iter-k/policy`) with `iter-k/metrics.json`.
+4. old log-probs: recomputed once with the weights that sampled (in eval mode, the same forward pass and
+   autocast that training runs, so the first ratio is exactly 1); the sampling log-probs stored on the step are
+   compared with them and the largest gap is reported (`logprob_drift`); with kl_coef > 0 also the reference
+   log-probs of the starting policy (`KLReference`: the base model under LoRA, else the starting checkpoint
+   loaded once for inference; kl_coef = 0 loads no reference);
+5. `ppo_epochs` passes in minibatches of `minibatch_size` rows (the global batch; order from the trainer's own
+   generator) on the engine (`proctor.training.fit`, one optimizer step per minibatch): the clipped surrogate
+   (`ppo_clip`, ε_low/ε_high) plus `kl_coef`·KL(π‖π_ref) per token (estimator `k3` by default), averaged by
+   `aggregation` (token-mean: over the minibatch's tokens) whatever the processes and accumulation steps;
+6. the iterate is saved by the main process (`iter-k/policy`) with `iter-k/metrics.json`.
 
 With the `choice` agent the policy is the LM restricted to the admissible actions; the gradient is the
 token-level one of the chosen reply, as for generated actions.
@@ -23,7 +28,6 @@ token-level one of the chosen reply, as for generated actions.
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import time
@@ -33,62 +37,55 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
-from proctor.agents.registry import AgentConfig
-from proctor.models.sequences import completion_logprobs
-from proctor.progress import StageProgress
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss
-from proctor.rl.online_config import start_run
-from proctor.training.policy import save_policy, trainable_parameters
-from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
+from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.online_config import OnlineConfig, start_run
+from proctor.rl.policy_losses import Aggregation
+from proctor.rl.step_rows import ClippedPolicyLoss, KLReference, StepRow, fill_logprobs, minibatches, step_row
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.engine import FitResult, RowLoss, fit, processes
+from proctor.training.policy import save_policy, saving_state_dict
+from proctor.training.precision import autocast_dtype
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
-class GRPOConfig(OnPolicyConfig):
-    """GRPO / GiGPO over multi-turn trajectories (see module docstring); one YAML for `proctor train grpo`."""
+KLEstimator = Literal["k1", "k2", "k3", "abs"]
 
-    policy: str = Field(description="the starting policy: a model folder or hub name")
-    output_dir: Path = Field(description="a new or empty folder")
-    env: str
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    env_module: str | None = None
-    split: str = "train"
-    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
-    group_size: int = Field(default=4, ge=2, description="rollouts per task (the group)")
-    batch: int = Field(default=8, ge=1, description="envs stepped together")
-    workers: int = Field(default=0, ge=0)
-    agent: AgentConfig = Field(description="the policy's agent config; its `model` is filled in (default hf)")
+
+class GRPOConfig(OnlineConfig):
+    """GRPO / GiGPO over multi-turn trajectories (see module docstring); one YAML for `proctor train grpo`. The
+    policy, env, rollout and optimiser fields are `OnlineConfig`'s."""
+
+    rollouts_per_task: int = Field(default=4, ge=2, validation_alias=AliasChoices("rollouts_per_task", "group_size"),
+                                   description="rollouts per task per iteration: the group (also `group_size`)")
     # advantages
-    advantage: Literal["grpo", "gigpo"] = "grpo"
-    outcome: Literal["success", "score"] = "success"
+    advantage: Literal["grpo", "gigpo"] = Field(default="grpo", description="grpo: the episode advantage A^E on "
+                                                "every step; gigpo: A^E + ω·A^S")
+    outcome: Literal["success", "score"] = Field(default="success", description="the return R of an episode")
     normalize: bool = Field(default=True, description="divide by the group's std")
     omega: float = Field(default=1.0, description="GiGPO: weight of the step advantage")
     gamma: float = Field(default=0.95, gt=0, le=1, description="GiGPO: discount of the return to go")
-    step_reward: Literal["outcome", "env"] = "outcome"
-    similarity: float | None = Field(default=None, gt=0, le=1, description="GiGPO: anchor similarity threshold")
+    step_reward: Literal["outcome", "env"] = Field(default="outcome", description="GiGPO: the rewards of the "
+                                                   "return to go: R on the last step, or the env's step rewards")
+    similarity: float | None = Field(default=None, gt=0, le=1, description="GiGPO: anchor similarity threshold "
+                                     "(None: exact observations)")
     # optimisation
-    iterations: int = Field(default=1, ge=1)
     ppo_epochs: int = Field(default=1, ge=1, description="passes over each iteration's samples")
-    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step")
-    clip_low: float = Field(default=0.2, gt=0)
-    clip_high: float | None = Field(default=None, gt=0, description="None: clip_low (symmetric)")
-    aggregation: Aggregation = "token-mean"
-    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy")
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
-    learning_rate: float = Field(default=1e-6, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    lora: dict[str, Any] | None = None
-    dtype: str | None = None
-    device: str | None = "auto"
-    seed: int = 0
-    progress: bool = True
+    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step (the global batch, split "
+                                "between the processes and the gradient accumulation steps)")
+    clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
+    clip_high: float | None = Field(default=None, gt=0, description="ε_high: clipped above at 1 + ε_high (None: "
+                                    "clip_low, symmetric)")
+    aggregation: Aggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
+                                     "seq-mean-token-sum (`proctor.rl.policy_losses`)")
+    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
+                           "reference)")
+    kl_estimator: KLEstimator = Field(default="k3", description="per-token KL estimator: k1 | k2 | k3 | abs")
 
 
 @dataclass
@@ -99,47 +96,55 @@ class GRPOResult:
 
 def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     """Run `cfg.iterations` iterations of GRPO / GiGPO (see module docstring); returns the last iterate."""
-    policy, tokenizer, _ = start_run(cfg)
-    reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    pad = tokenizer.pad_token_id
+    policy, tokenizer, device = start_run(cfg)
+    barrier()  # every process has checked the empty output_dir before the main one writes to it
+    reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
+    loss = ClippedPolicyLoss(tokenizer.pad_token_id, cfg.clip_low, cfg.clip_high, cfg.aggregation, cfg.kl_coef,
+                             cfg.kl_estimator)
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
-        # 1. K rollouts per task with the current policy
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.group_size)
-        sampler.close()
+        # 1. K rollouts per task with the current policy (main process)
+        trajs, rollout = sample(cfg, k, policy, tokenizer, current, folder)
         clock["rollout"] = time.monotonic()
         # 2-3. group advantages, one sample per step with A ≠ 0
         samples, adv_stats = step_samples(cfg, trajs, tokenizer)
         if not samples:
             log.warning("iteration %d: every group had equal returns; no gradient this iteration", k)
         # 4. old (and reference) log-probs with the weights that sampled
-        drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size)
+        drift = fill_logprobs(policy, reference, samples, tokenizer.pad_token_id, cfg.minibatch_size,
+                              autocast_dtype(cfg.precision, device))
         clock["advantages"] = time.monotonic()
-        # 5. clipped policy-gradient epochs
-        steps = optimise(cfg, k, policy, reference, optimizer, samples, pad)
+        # 5. clipped policy-gradient epochs on the engine
+        result = train_rows(cfg, k, policy, samples, loss, folder / "trainer", "grpo train")
         clock["train"] = time.monotonic()
         # 6. save the iterate
-        current = str(save_policy(policy, tokenizer, folder / "policy"))
+        current = save_iterate(cfg, policy, tokenizer, result, folder / "policy")
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, **adv_stats, "samples": len(samples),
-                   "logprob_drift": drift, "train": summarize_steps(steps),
+                   "logprob_drift": drift, "train": summarize_steps(result, cfg.ppo_epochs),
                    "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
-    write_summary(cfg, current, history)
+        log_iteration(folder, metrics, history)
+    if is_main_process():
+        write_summary(cfg, current, history)
+    barrier()
     return GRPOResult(Path(current), history)
 
 
-# -- the stages, in the order train_grpo runs them -----------------------------------------------------
-def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """An eval-mode copy of `model` without gradients (the KL reference)."""
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    return ref
+# -- the stages, in the order train_grpo runs them (shared with ppo) ---------------------------------
+def sample(cfg: OnlineConfig, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, folder: Path
+           ) -> tuple[list[Trajectory], dict[str, Any]]:
+    """Iteration k's `cfg.rollouts_per_task` rollouts per task of the current policy, run by the main process
+    (into `folder/rollouts`) and broadcast to every process (`rollout_policy`)."""
+    def run() -> tuple[list[Trajectory], dict[str, Any]]:
+        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+        try:
+            return rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
+        finally:
+            sampler.close()
+
+    return on_main_then_broadcast(run)
 
 
 def step_samples(cfg: GRPOConfig, trajs: Sequence[Trajectory], tokenizer: Any
@@ -163,44 +168,41 @@ def step_samples(cfg: GRPOConfig, trajs: Sequence[Trajectory], tokenizer: Any
     return samples, stats
 
 
-def optimise(cfg: GRPOConfig, k: int, policy: torch.nn.Module, reference: torch.nn.Module | None,
-             optimizer: torch.optim.Optimizer, samples: Sequence[StepRow], pad_id: int) -> list[dict[str, Any]]:
-    """`ppo_epochs` shuffled passes of clipped policy-gradient steps over `samples`; one stats dict per step."""
-    policy.train()
-    rng = random.Random(cfg.seed * 1_000_003 + k)
-    kl_fn = KL_PENALTIES.get(cfg.kl_estimator)
-    per_epoch = -(-len(samples) // cfg.minibatch_size)
-    steps: list[dict[str, Any]] = []
-    with StageProgress("grpo train", total=cfg.ppo_epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
-        for epoch in range(cfg.ppo_epochs):
-            order = list(range(len(samples)))
-            rng.shuffle(order)
-            for start in range(0, len(order), cfg.minibatch_size):
-                chunk = [samples[i] for i in order[start:start + cfg.minibatch_size]]
-                logps, mask = completion_logprobs(policy, [(s.prompt_ids, s.completion_ids) for s in chunk], pad_id)
-                width, dev = mask.shape[1], logps.device
-                old = right_aligned([s.old_logprobs for s in chunk], width, dev)
-                adv = torch.tensor([s.advantage for s in chunk], device=dev)[:, None].expand_as(logps)
-                loss, stats = ppo_clip_loss(logps, old, adv, mask, cfg.clip_low, cfg.clip_high, cfg.aggregation)
-                if reference is not None:
-                    ref = right_aligned([s.ref_logprobs for s in chunk], width, dev)
-                    kl = aggregate(kl_fn(logps, ref), mask, cfg.aggregation)
-                    loss = loss + cfg.kl_coef * kl
-                    stats["kl"] = float(kl.detach())
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(policy),
-                                                      cfg.max_grad_norm or float("inf"))
-                optimizer.step()
-                steps.append({"epoch": epoch, "loss": loss.item(), "grad_norm": float(norm), **stats})
-                bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}, clipfrac {stats['clipfrac']:.2f}")
-    policy.eval()
-    return steps
+def train_rows(cfg: Any, k: int, model: torch.nn.Module, rows: Sequence[StepRow], loss: RowLoss, output_dir: Path,
+               label: str, opt: Any = None) -> FitResult | None:
+    """`cfg.ppo_epochs` passes over `rows` in minibatches of `cfg.minibatch_size` (`minibatches`, iteration k's
+    order), one optimizer step each, on the engine with `opt` (default `cfg`); None when there is no step."""
+    opt = opt or cfg
+    batches = minibatches(rows, cfg.minibatch_size, cfg.ppo_epochs, random.Random(cfg.seed * 1_000_003 + k),
+                          processes() * opt.gradient_accumulation_steps)
+    return fit(model, batches, loss, opt, output_dir, label=label) if batches else None
 
 
-def summarize_steps(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    if not steps:
+def save_iterate(cfg: OnlineConfig, policy: torch.nn.Module, tokenizer: Any, result: FitResult | None,
+                 out: Path) -> str:
+    """Save the trained policy to `out` (the main process writes; every process returns once it is written)."""
+    state_dict = saving_state_dict(result.trainer) if result is not None else None
+    if is_main_process():
+        save_policy(policy, tokenizer, out, save_dtype=cfg.save_dtype, state_dict=state_dict)
+    barrier()
+    return str(out)
+
+
+def log_iteration(folder: Path, metrics: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    """`record_iteration` on the main process; the others only keep the metrics."""
+    if is_main_process():
+        record_iteration(folder, metrics, history)
+    else:
+        history.append(metrics)
+
+
+def summarize_steps(result: FitResult | None, epochs: int) -> dict[str, Any]:
+    """The engine's per-step curve (global means over each step's items) with its epoch, and the means of the
+    loss and the PPO statistics over the steps."""
+    if result is None or not result.curve:
         return {"steps": 0, "log": []}
+    per_epoch = max(len(result.curve) // epochs, 1)
+    steps = [{"epoch": r["step"] // per_epoch, **r} for r in result.curve]
     keys = ("loss", "clipfrac", "approx_kl", "ratio")
     return {"steps": len(steps), **{f"mean_{k}": sum(s[k] for s in steps) / len(steps) for k in keys},
-            "log": list(steps)}
+            "log": steps}

@@ -79,6 +79,13 @@ class LikelihoodCritic(nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
+        """The LM's (what the Trainer calls for `gradient_checkpointing: true`)."""
+        self.lm.activation_checkpointing_enable(**kwargs)
+
+    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
+        self.lm.gradient_checkpointing_enable(**kwargs)
+
     def _values(self, hidden: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.value_head(hidden.float()))
 

@@ -16,10 +16,16 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
    log-probs on the pairs are computed once (`proctor.rl.dpo_step.reference_logprobs`, a frozen copy's
    numbers without a second model);
-6. optimisation: `epochs` passes of AdamW over the pairs with the sigmoid (DPO), IPO or REBEL loss and β, plus
-   RPO's NLL term on the chosen action when `rpo_alpha` > 0;
+6. optimisation, on the training engine (`proctor.training.fit`, a fresh AdamW each iteration): `epochs`
+   passes over the pairs, shuffled, in global batches of `batch_size`, minimising the batch mean of
+   L = L_loss(h) + α·(−log π(y_c)/|y_c|), h the log-ratio margin, L_loss the sigmoid (DPO), IPO or REBEL loss
+   with β, α = `rpo_alpha` (`proctor.rl.dpo_step.DPOLoss`);
 7. the iterate is saved as a `save_pretrained` folder (`iter-k/policy`, safetensors; LoRA merged, adapters in
    `adapter/`), with `iter-k/metrics.json` and `iter-k/pairs.jsonl`.
+
+Under torchrun / accelerate launch, stages 1-5 run on the main process and their result is broadcast
+(`proctor.training.distributed`); each process trains on its share of every batch, and only the main process
+writes files.
 
 Layout of `output_dir`: `iter-k/{rollouts/, pairs.jsonl, metrics.json, policy/}` and `summary.json`. Agents of
 kind `hf` and `choice` run on the in-memory policy; other kinds are built on the current iterate's folder.
@@ -33,6 +39,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,43 +47,34 @@ import torch
 from pydantic import Field
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import AgentConfig
-from proctor.models.loading import resolve_device
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
-from proctor.rl.dpo_step import dpo_step, reference_logprobs
-from proctor.rl.iteration_log import write_summary
-from proctor.rl.on_policy import OnPolicyConfig, make_sampler, rollout_policy
+from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
+from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
-from proctor.training.policy import load_policy, save_policy, trainable_parameters
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.engine import fit, processes
+from proctor.training.policy import save_policy, saving_state_dict
+from proctor.training.precision import autocast_dtype
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 log = logging.getLogger(__name__)
 
 
-class OnlineDPOConfig(OnPolicyConfig):
-    """Online DPO against a PRM (see module docstring); one YAML file for `proctor train dpo`."""
+class OnlineDPOConfig(OnlineConfig):
+    """Online DPO against a PRM (see module docstring); one YAML file for `proctor train dpo`. The policy, env,
+    rollout and optimisation fields are `OnlineConfig`'s (`learning_rate` 1e-6, `batch` 8 envs, ...)."""
 
-    # what to train, against what, where to
-    policy: str = Field(description="the starting policy: a model folder or hub name (iteration 0)")
     prm: Path = Field(description="a PRM folder (`proctor prm train`)")
-    output_dir: Path = Field(description="a new or empty folder for the iterations' artifacts")
-    # states: the current policy's rollouts
-    env: str = Field(description="registered env name")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    env_module: str | None = Field(default=None, description="module imported first (registers your envs)")
-    split: str = "train"
-    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
-    rollouts_per_task: int = Field(default=1, ge=1)
-    batch: int = Field(default=8, ge=1, description="envs stepped together, and states per agent call")
-    workers: int = Field(default=0, ge=0, description="env worker processes for the rollouts")
+    # states
     states_from: Path | None = Field(default=None, description="trajectory store of the policy's rollouts, "
                                      "used instead of rolling out in the first iteration")
     max_states: int | None = Field(default=None, ge=1, description="states drawn per iteration (None: all)")
     # candidates and preferences
-    agent: AgentConfig = Field(description="the policy's agent config; its `model` is filled in (default hf)")
     n_actions: int = Field(default=4, ge=2, description="actions sampled per state")
     prm_prompt: PromptConfig | None = Field(default=None, description="the PRM's renderer (None: its default)")
     unfinished_penalty: float = Field(default=0.0, ge=0, description="subtracted from the PRM score of a "
@@ -86,26 +84,18 @@ class OnlineDPOConfig(OnPolicyConfig):
                                                         "vs worst, or best vs every candidate it beats")
     max_length: int | None = Field(default=None, ge=2, description="skip a state whose prompt + longest paired "
                                    "candidate exceeds this many tokens (all its pairs; counted as too_long)")
-    # loss and optimisation
+    # loss and its passes
     loss: Literal["sigmoid", "ipo", "rebel"] = Field(default="sigmoid", description="DPO, IPO, or REBEL (the "
                                                      "pairs' PRM score margin as the regression target)")
-    beta: float = Field(default=0.1, gt=0)
-    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
+    beta: float = Field(default=0.1, gt=0, description="β: the strength of the pull towards the reference")
+    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5, description="ε of conservative DPO (sigmoid only)")
     rpo_alpha: float = Field(default=0.0, ge=0, description="weight α of RPO's NLL term on the chosen action "
                              "(`proctor.rl.dpo_losses.chosen_nll`); 0: none")
     average_logprobs: bool | None = Field(default=None, description="per-token mean log-probs instead of "
                                           "sums (None: mean for ipo, sum for sigmoid, as TRL)")
-    iterations: int = Field(default=1, ge=1)
-    epochs: int = Field(default=1, ge=1)
-    batch_size: int = Field(default=8, ge=1, description="pairs per optimizer step")
-    learning_rate: float = Field(default=1e-6, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
-    lora: dict[str, Any] | None = Field(default=None, description="LoraConfig arguments, e.g. {r: 8}; None: full")
-    dtype: str | None = None
-    device: str | None = Field(default="auto", description="auto: cuda when available, else cpu")
-    seed: int = 0
-    progress: bool = True
+    epochs: int = Field(default=1, ge=1, description="shuffled passes over each iteration's pairs")
+    batch_size: int = Field(default=8, ge=1, description="pairs per optimizer step (the global batch, split "
+                            "between the processes and the gradient accumulation steps)")
 
     @property
     def average(self) -> bool:
@@ -124,55 +114,93 @@ class OnlineDPOResult:
 
 def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     """Run `cfg.iterations` iterations of online DPO (see module docstring); returns the last iterate."""
-    _check_output_dir(cfg.output_dir)
-    torch.manual_seed(cfg.seed)
-    device = resolve_device(cfg.device)
-    policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, dtype=cfg.dtype, device=device)
-    scorer = open_scorer(cfg.prm, device=device)
-    optimizer = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate,
-                                  weight_decay=cfg.weight_decay)
+    policy, tokenizer, device = start_run(cfg)
+    barrier()  # every process has checked output_dir before the main process writes to it
+    scorer = open_scorer(cfg.prm, device=device) if is_main_process() else None
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
-        clock = {"start": time.monotonic()}
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        # 1. states from the current policy's rollouts
-        trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
-        prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))
-        clock["rollout"] = time.monotonic()
-        # 2-4. N actions per state, PRM scores, chosen = best, rejected = worst, their token ids
-        pairs, collected = collect_pairs(cfg, prefixes, sampler, scorer, tokenizer)
-        clock["pairs"] = time.monotonic()
-        sampler.close()
-        if not pairs:
-            raise NoPreferencePairs(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
-                               "a tie: the policy proposed actions scored within `margin`); raise n_actions or the "
-                               "agent's temperature")
-        # 5. reference = this iteration's starting weights (the previous iterate), frozen
-        ref_c, ref_r = reference_logprobs(policy, pairs, tokenizer.pad_token_id, cfg.batch_size, cfg.average)
-        # 6. DPO epochs over the pairs
-        steps = optimise(cfg, k, policy, optimizer, pairs, ref_c, ref_r, tokenizer.pad_token_id)
+        # 1-5. states, pairs and their reference log-probs, on the main process
+        rollout, collected, rows, clock = on_main_then_broadcast(
+            partial(sample_pairs, cfg, k, policy, tokenizer, scorer, current, folder, device))
+        # 6. DPO epochs over the pairs, on the engine
+        batches, epochs = pair_batches(rows, cfg.batch_size, cfg.epochs, cfg.seed * 1_000_003 + k,
+                                       processes() * cfg.gradient_accumulation_steps)
+        loss = DPOLoss(tokenizer.pad_token_id, cfg.loss, cfg.beta, cfg.label_smoothing, cfg.average, cfg.rpo_alpha,
+                       shared_prompt=not cfg.gradient_checkpointing)
+        fitted = fit(policy, batches, loss, cfg, folder / "trainer", label="dpo train")
         clock["train"] = time.monotonic()
-        # 7. save the iterate
-        current = str(save_policy(policy, tokenizer, folder / "policy"))
+        # 7. save the iterate (one process writes)
+        trainer = fitted.trainer
+        state_dict = saving_state_dict(trainer)
+        current = str(folder / "policy")
+        if is_main_process():
+            save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, current,
+                        save_dtype=cfg.save_dtype, state_dict=state_dict)
+        barrier()
         clock["save"] = time.monotonic()
-        metrics = iteration_metrics(k, rollout, collected, pairs, steps, clock)
-        write_iteration(folder, metrics, pairs)
+        steps = [{"epoch": e, **row} for e, row in zip(epochs, fitted.curve, strict=True)]
+        metrics = iteration_metrics(k, rollout, collected, rows, batches, steps, clock)
+        if is_main_process():
+            write_iteration(folder, metrics, [r.pair for r in rows])
         history.append(metrics)
-        log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(pairs),
+        log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(rows),
                  steps[0]["loss"], steps[-1]["loss"])
-    result = OnlineDPOResult(Path(current), history)
-    write_summary(cfg, current, history)
-    return result
+    if is_main_process():
+        write_summary(cfg, current, history)
+    return OnlineDPOResult(Path(current), history)
 
 
-# -- the stages, in the order train_online_dpo runs them -----------------------------------------------
-def _check_output_dir(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out}: output_dir is not empty; choose a new folder (online DPO does not resume)")
-    out.mkdir(parents=True, exist_ok=True)
+def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenizer: Any, scorer: PRMScorer,
+                 current: str, folder: Path, device: str
+                 ) -> tuple[dict[str, Any], dict[str, Any], list[DPORow], dict[str, float]]:
+    """Stages 1-5 of iteration k with the current policy: (rollout summary, pair counts, the pairs with their
+    reference log-probs, stage clock marks)."""
+    clock = {"start": time.monotonic()}
+    sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+    # 1. states from the current policy's rollouts
+    trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
+    prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))
+    clock["rollout"] = time.monotonic()
+    # 2-4. N actions per state, PRM scores, chosen = best, rejected = worst, their token ids
+    pairs, collected = collect_pairs(cfg, prefixes, sampler, scorer, tokenizer)
+    clock["pairs"] = time.monotonic()
+    sampler.close()
+    if not pairs:
+        raise NoPreferencePairs(f"iteration {k}: no preference pairs from {len(prefixes)} states (every state was "
+                                "a tie: the policy proposed actions scored within `margin`); raise n_actions or the "
+                                "agent's temperature")
+    # 5. reference = this iteration's starting weights (the previous iterate), under the training autocast
+    kind = autocast_dtype(cfg.precision, device)
+    with torch.autocast(torch.device(device).type, dtype=getattr(torch, kind or "bfloat16"), enabled=kind is not None):
+        ref_c, ref_r = reference_logprobs(policy, pairs, tokenizer.pad_token_id, cfg.batch_size, cfg.average)
+    rows = [DPORow(p, c, r) for p, c, r in zip(pairs, ref_c.tolist(), ref_r.tolist(), strict=True)]
+    return rollout, collected, rows, clock
 
 
+def pair_batches(rows: Sequence[DPORow], batch_size: int, epochs: int, seed: int, parts: int
+                 ) -> tuple[list[list[DPORow]], list[int]]:
+    """(global batches of `batch_size` rows, each one's epoch): `epochs` passes, each a permutation drawn by a
+    `torch.Generator` seeded with `seed`. An epoch's last, short batch is dropped when it has fewer than `parts`
+    (processes × accumulation steps) rows, with a warning."""
+    gen = torch.Generator().manual_seed(seed)
+    batches, epoch_of = [], []
+    for epoch in range(epochs):
+        order = torch.randperm(len(rows), generator=gen).tolist()
+        for start in range(0, len(order), batch_size):
+            batch = [rows[i] for i in order[start:start + batch_size]]
+            if len(batch) < parts:
+                log.warning("epoch %d: the last %d pairs are left out (fewer than processes × accumulation steps "
+                            "= %d)", epoch, len(batch), parts)
+                continue
+            batches.append(batch)
+            epoch_of.append(epoch)
+    if not batches:
+        raise ValueError(f"{len(rows)} pairs: fewer than processes × gradient_accumulation_steps = {parts}")
+    return batches, epoch_of
+
+
+# -- the stages, in the order sample_pairs runs them ---------------------------------------------------
 def policy_rollouts(cfg: OnlineDPOConfig, k: int, sampler: Agent, current: str, out: Path
                     ) -> tuple[list[Trajectory], dict[str, Any]]:
     """Iteration k's trajectories of the current policy: `states_from` (k = 1), else fresh rollouts."""
@@ -239,32 +267,12 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
     return pairs, counts
 
 
-def optimise(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             pairs: Sequence[PreferencePair], ref_c: torch.Tensor, ref_r: torch.Tensor, pad_id: int
-             ) -> list[dict[str, Any]]:
-    """`cfg.epochs` shuffled passes over the pairs in batches of `cfg.batch_size`; one stats dict per step."""
-    policy.train()
-    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + k)
-    per_epoch = -(-len(pairs) // cfg.batch_size)
-    steps: list[dict[str, Any]] = []
-    with StageProgress("dpo train", total=cfg.epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
-        for epoch in range(cfg.epochs):
-            order = torch.randperm(len(pairs), generator=gen).tolist()
-            for start in range(0, len(order), cfg.batch_size):
-                idx = order[start:start + cfg.batch_size]
-                stats = dpo_step(policy, optimizer, [pairs[i] for i in idx], ref_c[idx], ref_r[idx],
-                                 pad_id=pad_id, loss=cfg.loss, beta=cfg.beta, label_smoothing=cfg.label_smoothing,
-                                 average=cfg.average, max_grad_norm=cfg.max_grad_norm, rpo_alpha=cfg.rpo_alpha)
-                steps.append({"epoch": epoch, **stats})
-                bar.advance(1, stats=f"loss {stats['loss']:.4f}, margin {stats['margin']:.3f}")
-    policy.eval()
-    return steps
-
-
-def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any],
-                      pairs: Sequence[PreferencePair], steps: Sequence[dict[str, Any]],
+def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any], rows: Sequence[DPORow],
+                      batches: Sequence[Sequence[DPORow]], steps: Sequence[dict[str, Any]],
                       clock: dict[str, float]) -> dict[str, Any]:
-    """What `metrics.json` records about iteration k (stage wall times included)."""
+    """What `metrics.json` records about iteration k: the pairs, the engine's per-step means (`train.log`), stage
+    wall times."""
+    pairs = [r.pair for r in rows]
     exact = sum(e for p in pairs for e in p.exact)
     last = steps[-max(1, len(steps) // 10):]
 
@@ -281,7 +289,7 @@ def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any]
         "mean_rejected_score": sum(p.scores[1] for p in pairs) / len(pairs),
         "train": {
             "steps": len(steps),
-            "tokens": sum(s["tokens"] for s in steps),
+            "tokens": sum(r.pair.tokens for batch in batches for r in batch),
             "loss_first": steps[0]["loss"],
             "loss_last_10pct": mean("loss", last),
             "nll_last_10pct": mean("nll", last),
@@ -290,8 +298,7 @@ def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any]
             "accuracy_last_10pct": mean("accuracy", last),
             "log": list(steps),
         },
-        "wall_s": {stage: round(clock[stage] - clock[prev], 3) for prev, stage in
-                   zip(("start", "rollout", "pairs", "train"), ("rollout", "pairs", "train", "save"), strict=True)},
+        "wall_s": stage_seconds(clock),
     }
 
 

@@ -3,7 +3,8 @@
 Token-level tensors are [B, T] with a 0/1 `mask` of the tokens that count (the policy's own tokens; prompt,
 observation and padding tokens are 0). `aggregate` turns a per-token loss into a scalar:
 `token-mean` (Σ ℓ·m / Σ m over the batch, DAPO's choice, arXiv 2503.14476), `seq-mean-token-mean` (the mean
-over sequences of each sequence's token mean, the original GRPO) or `seq-mean-token-sum`.
+over sequences of each sequence's token mean, the original GRPO) or `seq-mean-token-sum`; `aggregate_sum` and
+`aggregation_items` are its numerator and denominator, for a loss summed over micro-batches (the engine).
 
 Registered in `POLICY_LOSSES`:
 - `ppo_clip` (Schulman et al. 2017, arXiv 1707.06347, eq. 7): ρ_t = exp(log π − log π_old),
@@ -44,29 +45,39 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * m).sum() / m.sum().clamp(min=1.0)
 
 
-def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
-    """A scalar from a per-token loss [B, T] (see module docstring); rows without tokens do not count."""
+def aggregation_items(mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
+    """What `aggregate` averages over: the tokens (`token-mean`) or the rows with tokens (`seq-mean-*`)."""
+    m = mask.float()
+    return m.sum() if mode == "token-mean" else (m.sum(dim=1) > 0).sum().float()
+
+
+def aggregate_sum(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
+    """Σ over `aggregation_items` of each item's loss: a token's ℓ (`token-mean`), a row's token mean or token
+    sum (`seq-mean-*`), so that `aggregate` = aggregate_sum / aggregation_items. The engine's `RowLoss` sums
+    this over micro-batches and divides by the step's items."""
     _check_same_shape(loss=loss, mask=mask)
     m = mask.to(loss.dtype)
     if mode == "token-mean":
-        return masked_mean(loss, m)
+        return (loss * m).sum()
     per_row = (loss * m).sum(dim=1)
-    tokens = m.sum(dim=1)
-    rows = tokens > 0
     if mode == "seq-mean-token-mean":
-        per_row = per_row / tokens.clamp(min=1.0)
+        per_row = per_row / m.sum(dim=1).clamp(min=1.0)
     elif mode != "seq-mean-token-sum":
         raise ValueError(f"unknown aggregation {mode!r}; use token-mean, seq-mean-token-mean or seq-mean-token-sum")
-    return per_row[rows].sum() / rows.sum().clamp(min=1)
+    return per_row.sum()
 
 
-@POLICY_LOSSES.register("ppo_clip")
-def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                  mask: torch.Tensor, clip_low: float = 0.2, clip_high: float | None = None,
-                  aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO's clipped surrogate (see module docstring) and statistics: `clipfrac` (share of tokens whose
-    clipped term was the minimum and differs), `approx_kl` (mean of k3 between π_old and π), `ratio`."""
-    _check_same_shape(logprobs=logprobs, old_logprobs=old_logprobs, advantages=advantages, mask=mask)
+def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
+    """A scalar from a per-token loss [B, T] (see module docstring); rows without tokens do not count."""
+    return aggregate_sum(loss, mask, mode) / aggregation_items(mask, mode).clamp(min=1.0)
+
+
+def ppo_clip_tokens(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                    clip_low: float = 0.2, clip_high: float | None = None
+                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per token: PPO's clipped surrogate ℓ_t (see module docstring) and detached statistics `clipfrac` (1 where
+    the clipped term was the minimum and differs), `approx_kl` (k3 between π_old and π) and `ratio` ρ_t."""
+    _check_same_shape(logprobs=logprobs, old_logprobs=old_logprobs, advantages=advantages)
     if clip_low <= 0 or (clip_high is not None and clip_high <= 0):
         raise ValueError(f"clip ranges must be > 0, got clip_low={clip_low}, clip_high={clip_high}")
     high = clip_low if clip_high is None else clip_high
@@ -74,14 +85,20 @@ def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + high) * advantages
-    loss = aggregate(-torch.minimum(unclipped, clipped), mask, aggregation)
     with torch.no_grad():
-        stats = {
-            "clipfrac": float(masked_mean((clipped < unclipped).to(ratio.dtype), mask)),
-            "approx_kl": float(masked_mean(torch.exp(-log_ratio) + log_ratio - 1.0, mask)),
-            "ratio": float(masked_mean(ratio, mask)),
-        }
-    return loss, stats
+        stats = {"clipfrac": (clipped < unclipped).to(ratio.dtype),
+                 "approx_kl": torch.exp(-log_ratio) + log_ratio - 1.0, "ratio": ratio.detach()}
+    return -torch.minimum(unclipped, clipped), stats
+
+
+@POLICY_LOSSES.register("ppo_clip")
+def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                  mask: torch.Tensor, clip_low: float = 0.2, clip_high: float | None = None,
+                  aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
+    """`ppo_clip_tokens` aggregated, and its statistics as means over the tokens."""
+    _check_same_shape(logprobs=logprobs, mask=mask)
+    loss, stats = ppo_clip_tokens(logprobs, old_logprobs, advantages, clip_low, clip_high)
+    return aggregate(loss, mask, aggregation), {k: float(masked_mean(v, mask)) for k, v in stats.items()}
 
 
 @POLICY_LOSSES.register("pg")
@@ -93,18 +110,24 @@ def pg_loss(logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
     return loss, {"logprob": float(masked_mean(logprobs.detach(), mask))}
 
 
-def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-               old_values: torch.Tensor | None = None, clip: float | None = None,
-               aggregation: Aggregation = "token-mean") -> torch.Tensor:
-    """½·max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²) aggregated; ½·(V − R)² when `clip` is None."""
-    _check_same_shape(values=values, returns=returns, mask=mask)
+def value_loss_tokens(values: torch.Tensor, returns: torch.Tensor, old_values: torch.Tensor | None = None,
+                      clip: float | None = None) -> torch.Tensor:
+    """Per token ½·max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²); ½·(V − R)² when `clip` is None."""
+    _check_same_shape(values=values, returns=returns)
     loss = (values - returns.detach()) ** 2
     if clip is not None:
         if old_values is None:
             raise ValueError("value clipping needs old_values")
         clipped = old_values + torch.clamp(values - old_values, -clip, clip)
         loss = torch.maximum(loss, (clipped - returns.detach()) ** 2)
-    return 0.5 * aggregate(loss, mask, aggregation)
+    return 0.5 * loss
+
+
+def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               old_values: torch.Tensor | None = None, clip: float | None = None,
+               aggregation: Aggregation = "token-mean") -> torch.Tensor:
+    """`value_loss_tokens` aggregated."""
+    return aggregate(value_loss_tokens(values, returns, old_values, clip), mask, aggregation)
 
 
 @KL_PENALTIES.register("k1")

@@ -10,20 +10,23 @@ One iteration k = 1..K:
    the action's validity (`spa`, `proctor.credit.progress.compose_rewards`); plus w·R on the last step
    (`outcome_weight`, R the outcome). Not SPA's released quirks: the progress scores are used, there is no
    (T−1−k) multiplier, and the data is on-policy;
-3. rows: one per step (the state's prompt, the generated ids); the critic (a separate model: the policy's
-   backbone, or `critic`, with a scalar head) gives V at every action token;
+3. rows: one per step (the state's prompt, the generated ids), with the old log-probs (and, when kl_coef > 0,
+   the reference's: `proctor.rl.grpo`'s step 4); the critic (a separate model: the policy's backbone, or
+   `critic`, with a scalar head, float32 weights) gives V at every action token;
 4. token-level GAE (`trajectory_gae`): a trajectory's action tokens in order, each turn's reward on its last
    token, observation tokens (the prompt of the next turn) skipped, so they are masked out of both losses;
    the last value is V(s_T) when the episode was truncated (step limit) and 0 when it terminated; advantages
    are whitened over the iteration's tokens;
-5. `ppo_epochs` passes in minibatches: the clipped surrogate (`ppo_clip`) plus `kl_coef`·KL(π‖π_ref) to the
-   starting policy for the policy, the clipped value loss for the critic (each with its own optimizer);
-6. the iterate is saved (`iter-k/policy`, `iter-k/critic`, `iter-k/metrics.json`).
+5. `ppo_epochs` passes in minibatches of `minibatch_size` rows on the engine (`proctor.training.fit`), one call
+   per model over the same minibatches: the policy's clipped surrogate (`ppo_clip`) plus `kl_coef`·KL(π‖π_ref)
+   to the starting policy (`ClippedPolicyLoss`), then the critic's clipped value loss (`CriticLoss`) with its
+   own optimizer, learning rate (`critic_learning_rate`) and gradient clipping. The two losses share no
+   parameter, so this is the interleaved per-minibatch update of each model;
+6. the iterate is saved by the main process (`iter-k/policy`, `iter-k/critic`, `iter-k/metrics.json`).
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,52 +38,63 @@ from pydantic import Field, model_validator
 
 from proctor.credit.outcome import outcome
 from proctor.credit.progress import compose_rewards
-from proctor.models.sequences import collate_completions, completion_logprobs
+from proctor.models.sequences import collate_completions
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
-from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
-from proctor.rl.grpo import frozen_copy, summarize_steps
-from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import make_sampler, rollout_policy
-from proctor.rl.online_config import OnlineConfig
+from proctor.rl.grpo import KLEstimator, log_iteration, sample, save_iterate, summarize_steps, train_rows
+from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import prompt_ids
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate, ppo_clip_loss, value_loss
-from proctor.rl.online_config import start_run
-from proctor.training.policy import save_policy, trainable_parameters
-from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned, step_row
+from proctor.rl.policy_losses import Aggregation, aggregate_sum, value_loss_tokens
+from proctor.rl.step_rows import (
+    ClippedPolicyLoss,
+    KLReference,
+    StepRow,
+    aggregation_weight,
+    autocast,
+    fill_logprobs,
+    right_aligned,
+    step_row,
+)
+from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.precision import autocast_dtype, weights_dtype
 from proctor.trajectory import Trajectory
 
 
 class PPOConfig(OnlineConfig):
     """Step-reward PPO (see module docstring); one YAML for `proctor train ppo`. The policy, env, rollout and
-    optimiser fields are `OnlineConfig`'s."""
+    optimiser fields are `OnlineConfig`'s (`learning_rate` is the policy's)."""
 
-    rollouts_per_task: int = Field(default=4, ge=1)
+    rollouts_per_task: int = Field(default=4, ge=1, description="episodes per task per iteration")
     # rewards
-    reward: Literal["env", "prm", "spa"] = "env"
+    reward: Literal["env", "prm", "spa"] = Field(default="env", description="turn rewards: the env's, the PRM's "
+                                                 "step scores, or SPA's α·progress + β·validity")
     prm: Path | None = Field(default=None, description="PRM (reward prm) or progress estimator (reward spa)")
-    prm_prompt: PromptConfig | None = None
+    prm_prompt: PromptConfig | None = Field(default=None, description="the PRM's prompt config (None: its own)")
     alpha: float = Field(default=1.0, description="spa: weight of the progress score")
     beta: float = Field(default=0.5, description="spa: weight of the validity bonus g_k")
-    outcome: Literal["success", "score"] = "success"
+    outcome: Literal["success", "score"] = Field(default="success", description="the outcome R of an episode")
     outcome_weight: float = Field(default=0.0, description="w: w·R added to the last step's reward")
     # critic, GAE, PPO
     critic: str | None = Field(default=None, description="critic backbone (None: the policy's)")
-    critic_learning_rate: float = Field(default=1e-5, gt=0)
-    gamma: float = Field(default=0.99, ge=0, le=1)
-    lam: float = Field(default=0.95, ge=0, le=1)
-    whiten_advantages: bool = True
-    ppo_epochs: int = Field(default=2, ge=1)
-    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step")
-    clip_low: float = Field(default=0.2, gt=0)
-    clip_high: float | None = Field(default=None, gt=0)
-    value_clip: float | None = Field(default=0.2, gt=0)
-    aggregation: Aggregation = "token-mean"
-    kl_coef: float = Field(default=0.0, ge=0)
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    critic_learning_rate: float = Field(default=1e-5, gt=0, description="peak learning rate of the critic's AdamW")
+    gamma: float = Field(default=0.99, ge=0, le=1, description="GAE's discount γ")
+    lam: float = Field(default=0.95, ge=0, le=1, description="GAE's λ")
+    whiten_advantages: bool = Field(default=True, description="whiten the advantages over the iteration's tokens")
+    ppo_epochs: int = Field(default=2, ge=1, description="passes over each iteration's rows")
+    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step (the global batch, split "
+                                "between the processes and the gradient accumulation steps)")
+    clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
+    clip_high: float | None = Field(default=None, gt=0, description="ε_high (None: clip_low, symmetric)")
+    value_clip: float | None = Field(default=0.2, gt=0, description="ε of the clipped value loss (None: unclipped)")
+    aggregation: Aggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
+                                     "seq-mean-token-sum, for both losses")
+    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
+                           "reference)")
+    kl_estimator: KLEstimator = Field(default="k3", description="per-token KL estimator: k1 | k2 | k3 | abs")
 
     @model_validator(mode="after")
     def _prm_when_needed(self) -> PPOConfig:
@@ -99,48 +113,57 @@ class PPOResult:
 def train_ppo(cfg: PPOConfig) -> PPOResult:
     """Run `cfg.iterations` iterations of step-reward PPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False, dtype=cfg.dtype)
-    critic.to(device or "cpu")
+    barrier()  # every process has checked the empty output_dir before the main one writes to it
+    critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False,
+                                      dtype=weights_dtype(cfg.precision),
+                                      gradient_checkpointing=cfg.gradient_checkpointing).to(device)
     scorer = open_scorer(cfg.prm, device=device) if cfg.prm else None
-    reference = frozen_copy(policy) if cfg.kl_coef > 0 else None
-    opt_policy = torch.optim.AdamW(trainable_parameters(policy), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    opt_critic = torch.optim.AdamW(trainable_parameters(critic), lr=cfg.critic_learning_rate)
-    pad = tokenizer.pad_token_id
+    reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
+    pad, amp = tokenizer.pad_token_id, autocast_dtype(cfg.precision, device)
+    policy_loss = ClippedPolicyLoss(pad, cfg.clip_low, cfg.clip_high, cfg.aggregation, cfg.kl_coef,
+                                    cfg.kl_estimator)
+    critic_loss = CriticLoss(pad, cfg.value_clip, cfg.aggregation)
+    # the critic's checkpointing is the PRM's own (`build`): the Trainer's needs a transformers model
+    critic_opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate, "gradient_checkpointing": False})
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        trajs, rollout = rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
-        sampler.close()
+        # 1. rollouts of the current policy (main process)
+        trajs, rollout = sample(cfg, k, policy, tokenizer, current, folder)
         clock["rollout"] = time.monotonic()
-        # 2. per-turn rewards
-        rewards = turn_rewards(cfg, trajs, scorer)
+        # 2. per-turn rewards (main process: the PRM scores once)
+        rewards = on_main_then_broadcast(lambda: turn_rewards(cfg, trajs, scorer))
         # 3. one row per step; old log-probs, reference log-probs and old values
         rows = [[step_row(tokenizer, t, i, cfg.prompt) for i in range(len(t.steps))] for t in trajs]
         flat = [r for rs in rows for r in rs]
-        drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size)
-        fill_values(critic, flat, pad, cfg.minibatch_size)
-        bootstrap = final_values(critic, tokenizer, trajs, cfg.prompt, pad)
+        drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size, amp)
+        fill_values(critic, flat, pad, cfg.minibatch_size, amp)
+        bootstrap = final_values(critic, tokenizer, trajs, cfg.prompt)
         # 4. token-level GAE over each trajectory's action tokens, whitened
         trajectory_gae(rows, rewards, bootstrap, cfg.gamma, cfg.lam)
         if cfg.whiten_advantages:
             whiten_rows(flat)
         clock["advantages"] = time.monotonic()
-        # 5. PPO epochs for the policy and the critic
-        steps = optimise(cfg, k, policy, critic, reference, opt_policy, opt_critic, flat, pad)
+        # 5. PPO epochs on the engine: the policy, then the critic over the same minibatches
+        trained = train_rows(cfg, k, policy, flat, policy_loss, folder / "trainer", "ppo policy")
+        fitted = train_rows(cfg, k, critic, flat, critic_loss, folder / "critic-trainer", "ppo critic", critic_opt)
         clock["train"] = time.monotonic()
         # 6. save the iterate and the critic
-        current = str(save_policy(policy, tokenizer, folder / "policy"))
-        critic_dir = critic.save_pretrained(folder / "critic")
+        current = save_iterate(cfg, policy, tokenizer, trained, folder / "policy")
+        critic_dir = folder / "critic"
+        if is_main_process():
+            critic.save_pretrained(critic_dir)
+        barrier()
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "steps": len(flat), "logprob_drift": drift,
-                   "mean_turn_reward": sum(map(sum, rewards)) / len(flat), "train": summarize_ppo(steps),
-                   "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
-    write_summary(cfg, current, history)
-    return PPOResult(Path(current), Path(critic_dir), history)
+                   "mean_turn_reward": sum(map(sum, rewards)) / len(flat),
+                   "train": summarize_ppo(trained, fitted, cfg.ppo_epochs), "wall_s": stage_seconds(clock)}
+        log_iteration(folder, metrics, history)
+    if is_main_process():
+        write_summary(cfg, current, history)
+    barrier()
+    return PPOResult(Path(current), critic_dir, history)
 
 
 # -- the stages, in the order train_ppo runs them ------------------------------------------------------
@@ -165,7 +188,7 @@ def critic_values(critic: ProcessRewardModel, pairs: Sequence[tuple[list[int], l
     """(V before each completion token [B, K] right-aligned, mask [B, K]): the critic's output at the position
     that predicts the token (the state the token is chosen in)."""
     batch = collate_completions(pairs, pad_id)
-    dev = critic.device
+    dev = next(critic.parameters()).device
     out = critic(batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev),
                  position_ids=batch.position_ids.to(dev)).logits.float()
     k = batch.completion_mask.shape[1]
@@ -173,18 +196,21 @@ def critic_values(critic: ProcessRewardModel, pairs: Sequence[tuple[list[int], l
 
 
 @torch.no_grad()
-def fill_values(critic: ProcessRewardModel, rows: Sequence[StepRow], pad_id: int, batch_size: int) -> None:
+def fill_values(critic: ProcessRewardModel, rows: Sequence[StepRow], pad_id: int, batch_size: int,
+                autocast_dtype: str | None = None) -> None:
+    """Set every row's `old_values` (V at each completion token), in eval mode under the engine's autocast."""
     critic.eval()
-    for i in range(0, len(rows), batch_size):
-        chunk = rows[i:i + batch_size]
-        values, mask = critic_values(critic, [(r.prompt_ids, r.completion_ids) for r in chunk], pad_id)
-        for b, r in enumerate(chunk):
-            r.old_values = values[b][mask[b].bool()].cpu().tolist()
+    with autocast(str(critic.device), autocast_dtype):
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i:i + batch_size]
+            values, mask = critic_values(critic, [(r.prompt_ids, r.completion_ids) for r in chunk], pad_id)
+            for b, r in enumerate(chunk):
+                r.old_values = values[b][mask[b].bool()].float().cpu().tolist()
 
 
 @torch.no_grad()
-def final_values(critic: ProcessRewardModel, tokenizer: Any, trajs: Sequence[Trajectory], cfg: PromptConfig,
-                 pad_id: int) -> list[float]:
+def final_values(critic: ProcessRewardModel, tokenizer: Any, trajs: Sequence[Trajectory], cfg: PromptConfig
+                 ) -> list[float]:
     """V(s_T) of each trajectory's final state when it was truncated (the step limit), 0 when it terminated."""
     out = [0.0] * len(trajs)
     truncated = [i for i, t in enumerate(trajs) if not t.steps[-1].terminated]
@@ -237,57 +263,31 @@ def whiten_rows(rows: Sequence[StepRow]) -> None:
         at += len(r.token_advantages)
 
 
-def optimise(cfg: PPOConfig, k: int, policy: torch.nn.Module, critic: ProcessRewardModel,
-             reference: torch.nn.Module | None, opt_policy: torch.optim.Optimizer, opt_critic: torch.optim.Optimizer,
-             rows: Sequence[StepRow], pad_id: int) -> list[dict[str, Any]]:
-    """`ppo_epochs` shuffled passes; each minibatch updates the policy (clipped surrogate + KL) and the critic
-    (clipped value loss). One stats dict per minibatch."""
-    policy.train()
-    critic.train()
-    rng = random.Random(cfg.seed * 1_000_003 + k)
-    kl_fn = KL_PENALTIES.get(cfg.kl_estimator)
-    per_epoch = -(-len(rows) // cfg.minibatch_size)
-    steps: list[dict[str, Any]] = []
-    with StageProgress("ppo train", total=cfg.ppo_epochs * per_epoch, unit="steps", enabled=cfg.progress) as bar:
-        for epoch in range(cfg.ppo_epochs):
-            order = list(range(len(rows)))
-            rng.shuffle(order)
-            for start in range(0, len(order), cfg.minibatch_size):
-                chunk = [rows[i] for i in order[start:start + cfg.minibatch_size]]
-                pairs = [(r.prompt_ids, r.completion_ids) for r in chunk]
-                logps, mask = completion_logprobs(policy, pairs, pad_id)
-                width, dev = mask.shape[1], logps.device
-                old = right_aligned([r.old_logprobs for r in chunk], width, dev)
-                adv = right_aligned([r.token_advantages for r in chunk], width, dev)
-                loss, stats = ppo_clip_loss(logps, old, adv, mask, cfg.clip_low, cfg.clip_high, cfg.aggregation)
-                if reference is not None:
-                    kl = aggregate(kl_fn(logps, right_aligned([r.ref_logprobs for r in chunk], width, dev)), mask,
-                                   cfg.aggregation)
-                    loss = loss + cfg.kl_coef * kl
-                    stats["kl"] = float(kl.detach())
-                opt_policy.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainable_parameters(policy), cfg.max_grad_norm or float("inf"))
-                opt_policy.step()
-                values, vmask = critic_values(critic, pairs, pad_id)
-                vdev = values.device
-                vloss = value_loss(values, right_aligned([r.returns for r in chunk], width, vdev), vmask,
-                                   right_aligned([r.old_values for r in chunk], width, vdev), cfg.value_clip,
-                                   cfg.aggregation)
-                opt_critic.zero_grad(set_to_none=True)
-                vloss.backward()
-                torch.nn.utils.clip_grad_norm_(trainable_parameters(critic), cfg.max_grad_norm or float("inf"))
-                opt_critic.step()
-                steps.append({"epoch": epoch, "loss": loss.item(), "value_loss": vloss.item(), **stats})
-                bar.advance(1, stats=f"loss {steps[-1]['loss']:.4f}, value loss {steps[-1]['value_loss']:.4f}")
-    policy.eval()
-    critic.eval()
-    return steps
+class CriticLoss:
+    """The engine's `RowLoss` of the critic: the clipped value loss (`value_loss_tokens`, against the rows'
+    `returns` and `old_values`) summed over the aggregation's items, which the weight counts (as
+    `ClippedPolicyLoss`)."""
+
+    def __init__(self, pad_id: int, clip: float | None, aggregation: Aggregation):
+        self.pad_id, self.clip, self.aggregation = pad_id, clip, aggregation
+
+    def weight(self, rows: Sequence[StepRow]) -> float:
+        return aggregation_weight(rows, self.aggregation)
+
+    def __call__(self, critic: torch.nn.Module, rows: Sequence[StepRow]) -> tuple[torch.Tensor, dict[str, Any]]:
+        values, mask = critic_values(critic, [(r.prompt_ids, r.completion_ids) for r in rows], self.pad_id)
+        width, dev = mask.shape[1], values.device
+        loss = value_loss_tokens(values, right_aligned([r.returns for r in rows], width, dev),
+                                 right_aligned([r.old_values for r in rows], width, dev), self.clip)
+        return aggregate_sum(loss, mask, self.aggregation), {}
 
 
-def summarize_ppo(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    out = summarize_steps(steps)
-    if steps:
-        out["value_loss_first"] = steps[0]["value_loss"]
-        out["value_loss_last"] = steps[-1]["value_loss"]
+def summarize_ppo(trained: Any, fitted: Any, epochs: int) -> dict[str, Any]:
+    """`summarize_steps` of the policy, each step with the critic's `value_loss` on the same minibatch."""
+    out = summarize_steps(trained, epochs)
+    if fitted is not None and fitted.curve:
+        for step, critic_step in zip(out["log"], fitted.curve, strict=True):
+            step["value_loss"] = critic_step["loss"]
+        out["value_loss_first"] = fitted.curve[0]["loss"]
+        out["value_loss_last"] = fitted.curve[-1]["loss"]
     return out

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import AgentConfig, AgentSpec, register_agent
+from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, register_agent
 from proctor.search.scorer import check_prm_folder, load_scorer
 
 
@@ -24,8 +24,8 @@ class BestOfNConfig(AgentSpec):
     prm: str = Field(description="PRM folder (`proctor prm train` output)")
     n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
     batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
-    device: str | None = Field(default=None, description="PRM device (default: where it loads, the CPU)")
-    dtype: str = Field(default="auto", description="PRM weights dtype (auto: as saved)")
+    device: Device = "auto"
+    dtype: Dtype = "auto"
 
     @field_validator("prm")
     @classmethod

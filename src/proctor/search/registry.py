@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from proctor.agents.registry import Device, Dtype
 from proctor.envs.registry import EnvSpec
 from proctor.episode import WorkItem
 from proctor.rollout.engine import open_store, plan
@@ -45,8 +46,8 @@ class PRMSearchSpec(SearchSpec):
 
     prm: str = Field(description="PRM folder (`proctor prm train` output)")
     prm_batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
-    device: str | None = Field(default=None, description="PRM device (default: where it loads, the CPU)")
-    dtype: str = Field(default="auto", description="PRM weights dtype (auto: as saved)")
+    device: Device = "auto"
+    dtype: Dtype = "auto"
 
     @field_validator("prm")
     @classmethod

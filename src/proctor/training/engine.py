@@ -79,6 +79,7 @@ class RowsTrainer(Trainer):
         self.optimizer_groups = optimizer_groups
         self._step_weight: torch.Tensor | None = None
         self._sums: dict[str, torch.Tensor] = {}
+        self._lr = 0.0
 
     def _get_train_sampler(self, train_dataset=None):
         return torch.utils.data.SequentialSampler(train_dataset or self.train_dataset)
@@ -92,6 +93,8 @@ class RowsTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         rows = inputs["rows"]
+        if not self._sums:  # the step's first micro-batch: the learning rate this step trains at
+            self._lr = float(self.lr_scheduler.get_last_lr()[0])
         total, stats = self.row_loss(model, rows)
         denominator = num_items_in_batch if num_items_in_batch is not None else self.row_loss.weight(rows)
         # DDP averages the processes' gradients: scaling by P makes the average that of Σ total / Σ weight
@@ -109,7 +112,8 @@ class RowsTrainer(Trainer):
             sums = self.accelerator.reduce(sums, reduction="sum")
         weight = float(self._step_weight) if self._step_weight is not None else 1.0
         self._sums = {}
-        return {n: float(v) / max(weight, 1e-12) for n, v in zip(names, sums.tolist(), strict=True)}
+        means = {n: float(v) / max(weight, 1e-12) for n, v in zip(names, sums.tolist(), strict=True)}
+        return {**means, "lr": self._lr}
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         """The Trainer's scheduler, with warm-up counted from the first step: step s < W trains at
@@ -148,8 +152,7 @@ class _StepRecorder(TrainerCallback):
         self.trainer, self.bar, self.curve = trainer, bar, curve
 
     def on_step_end(self, args, state, control, **kwargs):
-        row = {"step": state.global_step - 1, **self.trainer.pop_step(),
-               "lr": float(self.trainer.lr_scheduler.get_last_lr()[0])}
+        row = {"step": state.global_step - 1, **self.trainer.pop_step()}
         self.curve.append(row)
         recent = self.curve[-10:]
         self.bar.advance(1, stats=f"loss {sum(r['loss'] for r in recent) / len(recent):.4f}")
