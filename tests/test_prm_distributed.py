@@ -78,8 +78,7 @@ def test_likelihood_prm_two_processes_follow_the_single_process_curve(tmp_path, 
     data = _labelled_store(tmp_path, "train", 4)
     fields = {"policy": str(tiny_model_dir), "prompt": PROMPT, "data": [str(data)], "target": "fav",
               "anchor": str(data), "anchor_expert": "search", "anchor_weight": 0.5, "anchor_batch_size": 4,
-              "steps": 8, "batch_size": 6,
-              "learning_rate": 3e-3, "logging_steps": 1, "device": "cpu", "progress": False}
+              "steps": 8, "batch_size": 6, "learning_rate": 3e-3, "logging_steps": 1, "device": "cpu", "progress": False}
     (tmp_path / "ddp.yaml").write_text(yaml.safe_dump({**fields, "output_dir": str(tmp_path / "ddp")}))
     res = torchrun_cli(tmp_path, ["prm", "train-likelihood", str(tmp_path / "ddp.yaml")], RANKS)
     assert {json.loads(line)["output_dir"] for line in res.stdout.splitlines() if line.startswith('{"output_dir"')} \

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from proctor.prompts.render import prefix_at
 from proctor.prm.data import StepwiseExample
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.prm.tokenize import TokenizeConfig
+from proctor.prompts.render import prefix_at
 from proctor.trajectory import Step, Trajectory
 
 EXAMPLES = [

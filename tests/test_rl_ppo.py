@@ -61,3 +61,35 @@ def test_ppo_end_to_end_on_shop(tiny_model_dir, tmp_path):
     assert sum(last_epoch) / len(last_epoch) < sum(first_epoch) / len(first_epoch)  # the critic fits the returns
     assert (result.policy_dir / "model.safetensors").is_file()
     assert (result.critic_dir / "prm_config.json").is_file()
+
+
+def small(policy, out, **kw) -> PPOConfig:
+    """A small PPO run: 1 task × 2 rollouts, one optimizer step per model (1 epoch, one minibatch)."""
+    base = {"policy": str(policy), "output_dir": out, "env": "shop", "env_kwargs": {"max_steps": 4}, "tasks": 1,
+            "rollouts_per_task": 2, "ppo_epochs": 1, "minibatch_size": 1024, "device": "cpu", "progress": False,
+            "agent": {"kind": "choice", "temperature": 100.0, "prompt": {"history": 1}}}
+    return PPOConfig.model_validate({**base, **kw})
+
+
+def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, tmp_path, monkeypatch):
+    """Defaults (lr 1e-6, kl_coef 0: no reference is loaded): the policy trains in float32."""
+    from moved_weights import moved_fraction
+    from proctor.rl import ppo
+
+    monkeypatch.setattr(ppo, "KLReference", None)
+    result = train_ppo(small(bf16_model_dir, tmp_path / "run"))
+    assert result.iterations[0]["train"]["steps"] == 1
+    assert moved_fraction(bf16_model_dir, result.policy_dir) >= 0.9
+
+
+def test_gradient_checkpointing_runs(tiny_model_dir, tmp_path):
+    result = train_ppo(small(tiny_model_dir, tmp_path / "run", gradient_checkpointing=True))
+    assert "value_loss" in result.iterations[0]["train"]["log"][0]
+
+
+def test_lora_kl_reference_is_the_adapter_disabled_starting_policy(tiny_model_dir, tmp_path):
+    result = train_ppo(small(tiny_model_dir, tmp_path / "run", lora={"r": 4, "target_modules": "all-linear"},
+                             kl_coef=0.1, iterations=2, learning_rate=1e-2))
+    first, second = (it["train"]["log"][0] for it in result.iterations)
+    assert first["kl"] == pytest.approx(0.0, abs=1e-9)
+    assert second["kl"] > 1e-9

@@ -79,7 +79,7 @@ def _household() -> dict[str, Any]:
     rollouts (`proctor.rl.bon_distill`): on 600 valid tasks +7.3 points over π0, where online DPO of π0 against Q0
     (β 0.5, lr 5e-5, the same 700 states) gave +4.8 (README, "What π1's gain is made of")."""
     prm = {"kind": "likelihood", "anchor": "$demos", "anchor_weight": 1.0, "steps": 750, "batch_size": 16,
-           "anchor_batch_size": 8, "learning_rate": 1e-3}
+           "anchor_batch_size": 8, "learning_rate": 1e-3, "warmup_ratio": 1 / 15}
     improve = {"method": "bon-distill", "init": "$prm", "states_from": "$rollouts", "max_states": 700, "n": 8,
                "epochs": 2, "batch_size": 8, "learning_rate": 5e-5}
     return _preset("household", {"preset": "small", "max_steps": 20}, "search", _policy(1.0), demos=2000,

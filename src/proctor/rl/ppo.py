@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -133,7 +134,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
         trajs, rollout = sample(cfg, k, policy, tokenizer, current, folder)
         clock["rollout"] = time.monotonic()
         # 2. per-turn rewards (main process: the PRM scores once)
-        rewards = on_main_then_broadcast(lambda: turn_rewards(cfg, trajs, scorer))
+        rewards = on_main_then_broadcast(partial(turn_rewards, cfg, trajs, scorer))
         # 3. one row per step; old log-probs, reference log-probs and old values
         rows = [[step_row(tokenizer, t, i, cfg.prompt) for i in range(len(t.steps))] for t in trajs]
         flat = [r for rs in rows for r in rs]

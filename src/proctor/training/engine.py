@@ -117,7 +117,8 @@ class RowsTrainer(Trainer):
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         """The Trainer's scheduler, with warm-up counted from the first step: step s < W trains at
-        lr·(s + 1)/W, not lr·s/W (transformers' warm-up spends step 0 at lr 0, so a one-step run would not train)."""
+        lr·(s + 1)/W, not lr·s/W (transformers' warm-up spends step 0 at lr 0, so a one-step run would not train);
+        after the warm-up, the schedule's own factor."""
         if self.lr_scheduler is None:
             scheduler = super().create_scheduler(num_training_steps, optimizer)
             warmup = self.args.get_warmup_steps(num_training_steps)
@@ -138,7 +139,8 @@ class RowsTrainer(Trainer):
 
 
 def _warm_from_first_step(factor: Callable[[int], float], warmup: int) -> Callable[[int], float]:
-    return lambda step: factor(step + 1) if step < warmup else factor(step)
+    """A transformers schedule's factor with its linear warm-up s/W replaced by (s + 1)/W."""
+    return lambda step: (step + 1) / warmup if step < warmup else factor(step)
 
 
 def _one_item(items: list[list[Any]]) -> dict[str, Any]:

@@ -13,7 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from proctor.models.loading import cuda_bf16, inference_dtype, resolve_device
+
 log = logging.getLogger(__name__)
+
+#: the inference rules every loader shares (`proctor.models.loading`), re-used here by the trainers
+__all__ = ["PRECISIONS", "Precision", "autocast_dtype", "cuda_bf16", "inference_dtype", "resolve_device",
+           "trainer_precision_args", "weights_dtype"]
 
 #: `auto`: bf16 autocast on a CUDA device with bf16, else float32; `fp32`: no autocast; `bf16` / `fp16`:
 #: autocast to that type (fp32 master weights); `bf16-pure`: weights and optimizer state in bf16 (not advised)
@@ -23,26 +29,6 @@ PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16", "bf16-pure")
 PURE_BF16_WARNING = ("precision bf16-pure: weights and optimizer state in bf16; AdamW updates smaller than a "
                      "weight's bf16 spacing are lost (at lr 1e-6 about 98% of them); use `auto` or `bf16` for "
                      "fp32 master weights")
-
-
-def cuda_bf16() -> bool:
-    """Whether the default CUDA device computes in bf16 (Ampere or newer)."""
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-
-
-def resolve_device(device: str | None) -> str:
-    """`auto`/None → "cuda" when there is a GPU, else "cpu"; anything else as given. A CUDA device on a machine
-    without one is one clear error, not a traceback from deep inside torch."""
-    import torch
-
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r}: this torch build sees no CUDA device "
-                         f"(torch {torch.__version__}); use device: auto or cpu")
-    return str(device)
 
 
 def autocast_dtype(precision: str, device: str) -> str | None:
@@ -58,14 +44,6 @@ def weights_dtype(precision: str) -> str:
         log.warning(PURE_BF16_WARNING)
         return "bfloat16"
     return "float32"
-
-
-def inference_dtype(dtype: str | None, device: str) -> str | None:
-    """The dtype a model is loaded in for inference (agents, PRM scorers): `auto` is bf16 on a CUDA device
-    with bf16 and float32 elsewhere (never bf16 on a CPU); None keeps the checkpoint's; a name as given."""
-    if dtype == "auto":
-        return "bfloat16" if device.startswith("cuda") and cuda_bf16() else "float32"
-    return dtype
 
 
 def trainer_precision_args(precision: str, device: str) -> dict[str, Any]:
