@@ -21,7 +21,6 @@ from proctor.models.shared_prefix import (
     takes_tree_mask,
     tree_mask,
 )
-from proctor.rl.dpo_losses import sigmoid_loss
 from proctor.rl.dpo_step import pair_logprobs
 from proctor.rl.pairs import PreferencePair
 

@@ -16,8 +16,8 @@ from proctor.cli import app
 from proctor.models import load, load_tokenizer
 from proctor.prompts import PromptConfig, render_training_text
 from proctor.rl.sft import SFTConfig, SFTLoss, collate, sft_loss, train_sft
-from proctor.rl.sft_data import Example
 from proctor.rl.sft_data import (
+    Example,
     build_examples,
     episode_example,
     length_grouped_batches,

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from proctor.rl.sft import METRICS_FILE, SFTConfig, train_sft
-from proctor.training.engine import shard_batches
 from proctor.rollout import RolloutConfig, run_rollout
+from proctor.training.engine import shard_batches
 from torchrun_cli import torchrun_cli
 
 BATCH, PROCESSES, STEPS = 4, 2, 16

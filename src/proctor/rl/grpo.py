@@ -97,7 +97,6 @@ class GRPOResult:
 def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     """Run `cfg.iterations` iterations of GRPO / GiGPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    barrier()  # every process has checked the empty output_dir before the main one writes to it
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
     loss = ClippedPolicyLoss(tokenizer.pad_token_id, cfg.clip_low, cfg.clip_high, cfg.aggregation, cfg.kl_coef,
                              cfg.kl_estimator)

@@ -115,7 +115,6 @@ class OnlineDPOResult:
 def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     """Run `cfg.iterations` iterations of online DPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    barrier()  # every process has checked output_dir before the main process writes to it
     scorer = open_scorer(cfg.prm, device=device) if is_main_process() else None
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):

@@ -114,7 +114,6 @@ class PPOResult:
 def train_ppo(cfg: PPOConfig) -> PPOResult:
     """Run `cfg.iterations` iterations of step-reward PPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    barrier()  # every process has checked the empty output_dir before the main one writes to it
     critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False,
                                       dtype=weights_dtype(cfg.precision),
                                       gradient_checkpointing=cfg.gradient_checkpointing).to(device)

@@ -41,7 +41,7 @@ def on_main_then_broadcast(fn: Callable[[], T]) -> T:
     if is_main_process():
         try:
             box[0] = ("ok", fn())
-        except Exception as e:  # re-raised below on every process
+        except Exception as e:  # noqa: BLE001 - re-raised below on every process
             box[0] = ("error", e)
     dist.broadcast_object_list(box, src=0)
     status, value = box[0]
