@@ -106,8 +106,8 @@ class LikelihoodPRMConfig(OptimizationConfig):
     warmup_ratio: float = Field(default=1 / 30, ge=0, lt=1, description="share of the steps with a linear "
                                 "warm-up (1/30: 50 of the default 1500 steps), then linear decay to 0")
     lr_scheduler_type: str = Field(default="linear", description="a transformers scheduler name")
-    max_grad_norm: float | None = Field(default=1.0, gt=0, description="gradient clipping norm of the LM and b "
-                                        "together (None: no clipping)")
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="gradient clipping norm of the LM "
+                                        "(b is not clipped; None: no clipping)")
     logging_steps: int = Field(default=25, ge=1, description="optimizer steps between the curve's records")
 
     @field_validator("policy")
@@ -322,7 +322,8 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
                 {"params": [module.bias], "lr": cfg.bias_learning_rate, "weight_decay": 0.0}]
 
     result = fit(prm, batches, LikelihoodLoss(cfg.anchor_weight, cfg.batch_size, anchor_size), cfg,
-                 Path(cfg.output_dir) / "trainer", label="likelihood prm: train", optimizer_groups=groups)
+                 Path(cfg.output_dir) / "trainer", label="likelihood prm: train", optimizer_groups=groups,
+                 clipped=lambda module: module.model.parameters())  # the LM's gradient, not b's
     trainer = result.trainer
     state_dict = saving_state_dict(trainer)  # every process takes part under FSDP / ZeRO-3
     trained = trainer.accelerator.unwrap_model(trainer.model)

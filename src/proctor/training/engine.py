@@ -68,15 +68,17 @@ def shard_batches(batches: Sequence[Sequence[Any]], processes: int, accumulation
 class RowsTrainer(Trainer):
     """`transformers.Trainer` whose items are micro-batches of rows and whose loss is a `RowLoss` (see module
     docstring). `optimizer_groups(model)` gives AdamW parameter groups with their own settings (e.g. a second
-    learning rate); None: the Trainer's own groups."""
+    learning rate); None: the Trainer's own groups. `clipped(model)`: the parameters whose gradient norm
+    `max_grad_norm` clips (e.g. an LM without a scalar head next to it); None: all of them."""
 
     loss_is_scaled_for_ga = True
 
     def __init__(self, *args: Any, row_loss: RowLoss, optimizer_groups: Callable[[Any], list[dict]] | None = None,
-                 **kwargs: Any):
+                 clipped: Callable[[Any], Any] | None = None, **kwargs: Any):
         super().__init__(*args, data_collator=_one_item, **kwargs)
         self.row_loss = row_loss
         self.optimizer_groups = optimizer_groups
+        self.clipped = clipped
         self._step_weight: torch.Tensor | None = None
         self._sums: dict[str, torch.Tensor] = {}
         self._lr = 0.0
@@ -129,6 +131,12 @@ class RowsTrainer(Trainer):
                     warnings.simplefilter("ignore", UserWarning)
                     scheduler.step()  # re-applies the factor of step 0
         return self.lr_scheduler
+
+    def _clip_grad_norm(self, model):
+        if self.clipped is None:
+            return super()._clip_grad_norm(model)
+        params = list(self.clipped(self.accelerator.unwrap_model(model)))
+        return self.accelerator.clip_grad_norm_(params, self.args.max_grad_norm)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None and self.optimizer_groups is not None:
@@ -189,7 +197,7 @@ def processes() -> int:
 
 def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss, opt: OptimizationConfig,
         output_dir: str | Path, *, label: str = "train", optimizer_groups: Callable[[Any], list[dict]] | None = None,
-        resume_from_checkpoint: str | bool | None = None) -> FitResult:
+        clipped: Callable[[Any], Any] | None = None, resume_from_checkpoint: str | bool | None = None) -> FitResult:
     """Train `model` in place on `batches` (one global batch of rows per optimizer step, in order) with `loss`
     and the optimisation config `opt`; Trainer checkpoints, if any, go to `output_dir`."""
     start = time.monotonic()
@@ -197,7 +205,7 @@ def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss,
     items = shard_batches(batches, args.world_size, opt.gradient_accumulation_steps)
     curve: list[dict[str, float]] = []
     trainer = RowsTrainer(model=model, args=args, train_dataset=items, row_loss=loss,
-                          optimizer_groups=optimizer_groups)
+                          optimizer_groups=optimizer_groups, clipped=clipped)
     with StageProgress(label, total=len(batches), unit="steps",
                        enabled=opt.progress and trainer.is_world_process_zero()) as bar:
         trainer.remove_callback(PrinterCallback)  # stdout is the CLI's (JSON lines); the progress line reports
