@@ -116,7 +116,7 @@ def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool, workdir: Pat
     clipping at 1, fp32): ((wall s, CPU s), mean loss)."""
     from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
     from proctor.training.config import OptimizationConfig
-    from proctor.training.engine import fit
+    from proctor.training.engine import fit, shuffled, shuffled_batches
 
     gen = torch.Generator().manual_seed(args.seed)
     pad = tokenizer.pad_token_id
@@ -125,10 +125,7 @@ def run_proctor(model, tokenizer, pairs, args, shared_prompt: bool, workdir: Pat
     start, cpu = time.perf_counter(), time.process_time()
     ref_c, ref_r = reference_logprobs(model, pairs, pad, args.batch, shared_prompt=shared_prompt)
     rows = [DPORow(p, c, r) for p, c, r in zip(pairs, ref_c.tolist(), ref_r.tolist(), strict=True)]
-    batches = []
-    for _ in range(args.epochs):
-        order = torch.randperm(len(rows), generator=gen).tolist()
-        batches += [[rows[j] for j in order[i:i + args.batch]] for i in range(0, len(order), args.batch)]
+    batches, _ = shuffled_batches(rows, args.batch, args.epochs, shuffled(gen), opt)
     result = fit(model, batches, DPOLoss(pad, beta=args.beta, shared_prompt=shared_prompt), opt, workdir)
     losses = [r["loss"] for r in result.curve]
     return (time.perf_counter() - start, time.process_time() - cpu), sum(losses) / len(losses)

@@ -87,3 +87,26 @@ def bf16_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def scalar_prm_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """A PRM on the tiny backbone with a random scalar head (seed 0): its preferences are arbitrary but fixed."""
+    import torch
+
+    from proctor.prm.model import ProcessRewardModel
+
+    torch.manual_seed(0)
+    return ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(
+        tmp_path_factory.mktemp("prm") / "prm")
+
+
+@pytest.fixture(scope="session")
+def random_states_store(tmp_path_factory) -> Path:
+    """States to train at: 3 household episodes (`small` preset, at most 3 steps) of a random agent."""
+    from proctor.rollout import RolloutConfig, run_rollout
+
+    out = tmp_path_factory.mktemp("states") / "states"
+    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, out=out,
+                              split="train", tasks=3, agent={"kind": "random"}, progress=False))
+    return out

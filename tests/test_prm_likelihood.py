@@ -187,7 +187,9 @@ def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_state
     assert len(states) >= 10
     groups = scorer.score_action_groups(states, [p.admissible_actions for p in states])
     top = [p.admissible_actions[max(range(len(g)), key=g.__getitem__)] for p, g in zip(states, groups, strict=True)]
-    # untrained: 0 of 20; the hand-written loop: 19; on the engine (transformers' schedule, fused AdamW): 17
+    # untrained: 0 of 20. This fixture is bimodal over training seeds, 11 or 17-20 of 20 (seeds 0-5: the hand-written
+    # loop of the previous commit 19, 20, 17, 20, 20, 20; the engine with its schedule 17, 20, 11, 11, 20, 20, and
+    # with the old schedule, linear decay from step 0, exactly the hand loop's numbers): seed 0 is asserted
     assert sum(a.startswith(FAVOURED) for a in top) >= 0.85 * len(top), top
     best = BestOfNAgent(AllAdmissible(), scorer, n=1).act(states, 1)
     assert [c[0].action for c in best] == top

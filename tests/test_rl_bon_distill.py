@@ -35,16 +35,9 @@ def test_soft_cross_entropy_by_hand():
 
 
 @pytest.fixture(scope="module")
-def setup(tiny_model_dir, tmp_path_factory):
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.rollout import RolloutConfig, run_rollout
-
-    tmp = tmp_path_factory.mktemp("bond")
-    torch.manual_seed(0)
-    prm = ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(tmp / "prm")
-    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, out=tmp / "states",
-                              split="train", tasks=3, agent={"kind": "random"}, progress=False))
-    return tmp, str(prm)
+def setup(scalar_prm_dir, random_states_store):
+    """(the folder holding the `states` store, the PRM)."""
+    return random_states_store.parent, str(scalar_prm_dir)
 
 
 def test_targets_are_best_of_n_of_the_proposer_and_the_prm(setup, tiny_model_dir):

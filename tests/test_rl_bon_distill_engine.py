@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 import yaml
 
 from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
@@ -18,16 +17,9 @@ PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 
 
 @pytest.fixture(scope="module")
-def setup(tiny_model_dir, tmp_path_factory):
-    from proctor.prm.model import ProcessRewardModel
-    from proctor.rollout import RolloutConfig, run_rollout
-
-    tmp = tmp_path_factory.mktemp("bond-engine")
-    torch.manual_seed(0)
-    prm = ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(tmp / "prm")
-    run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, out=tmp / "states",
-                              split="train", tasks=3, agent={"kind": "random"}, progress=False))
-    return tmp, str(prm)
+def setup(scalar_prm_dir, random_states_store):
+    """(the folder holding the `states` store, the PRM)."""
+    return random_states_store.parent, str(scalar_prm_dir)
 
 
 def config(policy, setup, out, **kw) -> dict:
@@ -65,8 +57,6 @@ def test_accumulation_and_checkpointing_follow_the_whole_batchs_curve(tiny_model
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="open: rank 1 sometimes aborts at exit after the run ('terminate called without an "
-                   "active exception', gloo teardown); seen once in the full suite", strict=False)
 def test_two_processes_follow_the_single_process_curve(tiny_model_dir, setup, tmp_path):
     """`proctor train bon-distill` on 2 CPU processes, batch 4 = 2 per process: the per-step losses of one
     process at batch 4 (float rounding only); one process writes."""

@@ -10,7 +10,6 @@ import pytest
 import torch
 import yaml
 
-from proctor.prm.model import ProcessRewardModel
 from proctor.rl.dpo_losses import sigmoid_loss
 from proctor.rl.dpo_step import DPOLoss, DPORow, pair_logprobs
 from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
@@ -21,15 +20,8 @@ from proctor.trajectory import TrajectoryStore
 CURVE_TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def prm_dir(tiny_model_dir, tmp_path_factory):
-    torch.manual_seed(0)
-    return ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(
-        tmp_path_factory.mktemp("prm") / "prm")
-
-
-def config(policy, prm_dir, out, **kw) -> dict:
-    return {"policy": str(policy), "prm": str(prm_dir), "output_dir": str(out), "env": "household",
+def config(policy, scalar_prm_dir, out, **kw) -> dict:
+    return {"policy": str(policy), "prm": str(scalar_prm_dir), "output_dir": str(out), "env": "household",
             "env_kwargs": {"max_steps": 2}, "tasks": 4, "agent": {"kind": "choice"}, "n_actions": 4, "epochs": 2,
             "batch_size": 4, "learning_rate": 1e-3, "device": "cpu", "progress": False, **kw}
 
@@ -66,11 +58,11 @@ def test_dpo_loss_sums_the_pairs_and_rpos_term(tiny_model_dir, average):
     assert float(stats["nll"]) == pytest.approx(float(nll.sum()), abs=1e-5)
 
 
-def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, prm_dir, tmp_path):
+def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, scalar_prm_dir, tmp_path):
     """At the default learning rate 1e-6, one optimizer step on float32 master weights moves ≥ 90% of them."""
     from moved_weights import moved_fraction
 
-    cfg = OnlineDPOConfig.model_validate({**config(bf16_model_dir, prm_dir, tmp_path / "run"), "epochs": 1,
+    cfg = OnlineDPOConfig.model_validate({**config(bf16_model_dir, scalar_prm_dir, tmp_path / "run"), "epochs": 1,
                                           "batch_size": 64, "learning_rate": 1e-6})
     result = train_online_dpo(cfg)
     assert result.iterations[0]["train"]["steps"] == 1
@@ -78,11 +70,11 @@ def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, prm_d
     assert json.loads((result.policy_dir / "config.json").read_text())["dtype"] == "float32"
 
 
-def test_accumulation_and_checkpointing_follow_the_whole_batchs_curve(tiny_model_dir, prm_dir, tmp_path):
+def test_accumulation_and_checkpointing_follow_the_whole_batchs_curve(tiny_model_dir, scalar_prm_dir, tmp_path):
     """G = 2 micro-batches per step, normalised by the step's pair count, is the step of the whole batch;
     gradient checkpointing (the concatenated rows instead of the shared-prompt pass) gives the same numbers."""
     def run(name: str, **kw) -> list[float]:
-        cfg = OnlineDPOConfig.model_validate(config(tiny_model_dir, prm_dir, tmp_path / name, **kw))
+        cfg = OnlineDPOConfig.model_validate(config(tiny_model_dir, scalar_prm_dir, tmp_path / name, **kw))
         return losses(train_online_dpo(cfg).iterations[0])
 
     whole = run("whole")
@@ -92,12 +84,12 @@ def test_accumulation_and_checkpointing_follow_the_whole_batchs_curve(tiny_model
 
 
 @pytest.mark.slow
-def test_two_processes_follow_the_single_process_curve(tiny_model_dir, prm_dir, tmp_path):
+def test_two_processes_follow_the_single_process_curve(tiny_model_dir, scalar_prm_dir, tmp_path):
     """`proctor train dpo` on 2 CPU processes, batch 4 = 2 per process, two iterations: the per-step losses of
     one process at batch 4 (float rounding only); the main process alone samples and writes."""
     from torchrun_cli import torchrun_cli
 
-    cfg = config(tiny_model_dir, prm_dir, tmp_path / "ddp", iterations=2, n_actions=6, learning_rate=1e-4)
+    cfg = config(tiny_model_dir, scalar_prm_dir, tmp_path / "ddp", iterations=2, n_actions=6, learning_rate=1e-4)
     (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(cfg))
     torchrun_cli(tmp_path, ["train", "dpo", str(tmp_path / "ddp.yaml")], 2, timeout=600)
     single = train_online_dpo(OnlineDPOConfig.model_validate({**cfg, "output_dir": str(tmp_path / "one")}))

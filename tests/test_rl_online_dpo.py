@@ -22,16 +22,8 @@ from proctor.rl.pairs import candidate_tokens, preference_pair, preference_pairs
 from proctor.trajectory import TrajectoryStore
 
 
-@pytest.fixture(scope="module")
-def prm_dir(tiny_model_dir, tmp_path_factory):
-    """A PRM on the tiny backbone (random scalar head: its preferences are arbitrary but fixed)."""
-    torch.manual_seed(0)
-    return ProcessRewardModel.build(tiny_model_dir, head="scalar").save_pretrained(
-        tmp_path_factory.mktemp("prm") / "prm")
-
-
-def _config(tiny_model_dir, prm_dir, out, **kw) -> OnlineDPOConfig:
-    base = {"policy": str(tiny_model_dir), "prm": prm_dir, "output_dir": out, "env": "household",
+def _config(tiny_model_dir, scalar_prm_dir, out, **kw) -> OnlineDPOConfig:
+    base = {"policy": str(tiny_model_dir), "prm": scalar_prm_dir, "output_dir": out, "env": "household",
             "env_kwargs": {"max_steps": 3}, "tasks": 4, "agent": {"kind": "hf", "max_new_tokens": 8},
             "n_actions": 4, "epochs": 3, "batch_size": 4, "learning_rate": 1e-3, "beta": 0.1, "progress": False}
     return OnlineDPOConfig(**{**base, **kw})
@@ -90,8 +82,8 @@ def _pair_logps(model, pairs, key):
     return sequence_logprobs(lp, m)
 
 
-def test_online_dpo_trains_toward_the_prms_choices(tiny_model_dir, prm_dir, tmp_path):
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run")
+def test_online_dpo_trains_toward_the_prms_choices(tiny_model_dir, scalar_prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run")
     result = train_online_dpo(cfg)
     m = result.iterations[0]
     assert m["pairs"] >= 8 and m["states"] == 12  # 4 tasks × 3 steps, all states kept
@@ -123,8 +115,8 @@ def test_online_dpo_trains_toward_the_prms_choices(tiny_model_dir, prm_dir, tmp_
     assert set(m["wall_s"]) == {"rollout", "pairs", "train", "save"}
 
 
-def test_reference_is_the_previous_iterate_and_lora(tiny_model_dir, prm_dir, tmp_path):
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", iterations=2, epochs=2, loss="ipo", beta=0.5,
+def test_reference_is_the_previous_iterate_and_lora(tiny_model_dir, scalar_prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run", iterations=2, epochs=2, loss="ipo", beta=0.5,
                   lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}, learning_rate=5e-3)
     result = train_online_dpo(cfg)
     first, second = result.iterations
@@ -143,25 +135,25 @@ def test_reference_is_the_previous_iterate_and_lora(tiny_model_dir, prm_dir, tmp
     assert max(diff) > 0
 
 
-def test_config_errors(tiny_model_dir, prm_dir, tmp_path):
+def test_config_errors(tiny_model_dir, scalar_prm_dir, tmp_path):
     with pytest.raises(ValueError, match="agent.model must be left out"):
-        _config(tiny_model_dir, prm_dir, tmp_path / "a", agent={"kind": "hf", "model": "other"})
+        _config(tiny_model_dir, scalar_prm_dir, tmp_path / "a", agent={"kind": "hf", "model": "other"})
     with pytest.raises(ValueError, match="does not sample from a model"):
-        _config(tiny_model_dir, prm_dir, tmp_path / "a", agent={"kind": "random"})
+        _config(tiny_model_dir, scalar_prm_dir, tmp_path / "a", agent={"kind": "random"})
     with pytest.raises(ValueError, match="n_actions"):
-        _config(tiny_model_dir, prm_dir, tmp_path / "a", n_actions=1)
+        _config(tiny_model_dir, scalar_prm_dir, tmp_path / "a", n_actions=1)
     (tmp_path / "full").mkdir()
     (tmp_path / "full/x").write_text("")
     with pytest.raises(FileExistsError, match="output_dir is not empty"):
-        train_online_dpo(_config(tiny_model_dir, prm_dir, tmp_path / "full"))
+        train_online_dpo(_config(tiny_model_dir, scalar_prm_dir, tmp_path / "full"))
 
 
-def test_online_dpo_with_the_choice_agent_raises_the_prms_choice(tiny_model_dir, prm_dir, tmp_path):
+def test_online_dpo_with_the_choice_agent_raises_the_prms_choice(tiny_model_dir, scalar_prm_dir, tmp_path):
     """With the constrained-choice policy (admissible actions by likelihood), the probability the policy gives
     the PRM-preferred action at each trained state rises."""
     from proctor.agents.choice import ChoiceAgent
 
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"}, n_actions=6, tasks=6,
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run", agent={"kind": "choice"}, n_actions=6, tasks=6,
                   epochs=4, learning_rate=2e-3)
     result = train_online_dpo(cfg)
     m = result.iterations[0]
@@ -184,12 +176,12 @@ def test_online_dpo_with_the_choice_agent_raises_the_prms_choice(tiny_model_dir,
     assert sum(a > b for a, b in zip(after, before, strict=True)) >= 0.75 * len(pairs)
 
 
-def test_states_from_a_stored_rollout_of_the_policy(tiny_model_dir, prm_dir, tmp_path):
+def test_states_from_a_stored_rollout_of_the_policy(tiny_model_dir, scalar_prm_dir, tmp_path):
     from proctor.rollout import RolloutConfig, run_rollout
 
     run_rollout(RolloutConfig(env="household", env_kwargs={"max_steps": 2}, out=tmp_path / "store", split="train",
                               tasks=3, agent={"kind": "choice", "model": str(tiny_model_dir)}, progress=False))
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", states_from=tmp_path / "store",
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run", states_from=tmp_path / "store",
                   agent={"kind": "choice"}, epochs=1, max_states=4)
     m = train_online_dpo(cfg).iterations[0]
     assert m["states_from"] == str(tmp_path / "store") and m["states"] == 4
@@ -208,9 +200,9 @@ class Scripted(Agent):
         return [[Candidate(a, raw_output=a) for a in self.draws[:n]] for _ in prefixes]
 
 
-def test_pairs_come_from_distinct_actions_and_one_repeated_action_is_a_tie(tiny_model_dir, prm_dir, tmp_path):
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"})
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_dir))
+def test_pairs_come_from_distinct_actions_and_one_repeated_action_is_a_tie(tiny_model_dir, scalar_prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run", agent={"kind": "choice"})
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(scalar_prm_dir))
     _, tok = load(tiny_model_dir)
     prefix = _household_prefix()
     a, b = prefix.admissible_actions[:2]
@@ -221,9 +213,9 @@ def test_pairs_come_from_distinct_actions_and_one_repeated_action_is_a_tie(tiny_
     assert [{p.chosen, p.rejected} for p in pairs] == [{a, b}, {a, b}]
 
 
-def test_best_rest_pairs_the_prms_best_action_with_every_other_distinct_action(tiny_model_dir, prm_dir, tmp_path):
-    cfg = _config(tiny_model_dir, prm_dir, tmp_path / "run", agent={"kind": "choice"}, pairing="best-rest")
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(prm_dir))
+def test_best_rest_pairs_the_prms_best_action_with_every_other_distinct_action(tiny_model_dir, scalar_prm_dir, tmp_path):
+    cfg = _config(tiny_model_dir, scalar_prm_dir, tmp_path / "run", agent={"kind": "choice"}, pairing="best-rest")
+    scorer = PRMScorer(ProcessRewardModel.from_pretrained(scalar_prm_dir))
     _, tok = load(tiny_model_dir)
     prefix = _household_prefix()
     a, b, c = prefix.admissible_actions[:3]

@@ -256,3 +256,26 @@ def test_renamed_dtype_field_is_one_line(tiny_model_dir, demos, tmp_path) -> Non
 
     with pytest.raises(ValidationError, match="dtype: replaced by `precision`"):
         SFTConfig(model=str(tiny_model_dir), data=demos, output_dir=tmp_path, dtype="bfloat16")
+
+
+def test_renamed_schedule_fields_are_one_line(tmp_path) -> None:
+    from pydantic import ValidationError
+
+    from proctor.prm.likelihood import LikelihoodPRMConfig
+
+    with pytest.raises(ValidationError, match="warmup_steps: replaced by `warmup_ratio`"):
+        LikelihoodPRMConfig.model_validate({"policy": "p", "data": [], "output_dir": str(tmp_path),
+                                            "warmup_steps": 50})
+
+
+def test_step_batches_leave_out_an_epochs_batch_too_short_to_split(tmp_path, caplog) -> None:
+    """7 examples in batches of 3 make epochs of 3 + 3 + 1: with 2 micro-batches a step, the 1 is left out."""
+    from proctor.rl.sft import step_batches
+
+    examples = [Example([1] * (2 + i), [0, 1] + [1] * i, str(i)) for i in range(7)]
+    cfg = SFTConfig(model="m", data=tmp_path, output_dir=tmp_path, steps=6, batch_size=3)
+    whole = step_batches(examples, cfg)
+    assert sorted(len(b) for b in whole) == [1, 1, 3, 3, 3, 3]  # one process: every batch trains
+    with caplog.at_level("WARNING"):
+        split = step_batches(examples, cfg.model_copy(update={"gradient_accumulation_steps": 2}))
+    assert len(split) == 6 and all(len(b) == 3 for b in split) and "short batches left out" in caplog.text

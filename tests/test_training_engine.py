@@ -92,3 +92,56 @@ def test_every_trainer_is_registered_with_a_composed_described_config() -> None:
         assert not undocumented, f"{name}: {undocumented}"
     with pytest.raises(KeyError, match="unknown training method 'dpoo'; known: sft, dpo"):
         trainer("dpoo")
+
+
+def test_shuffled_batches_cut_each_pass_and_leave_out_a_short_last_batch(caplog) -> None:
+    import random
+
+    from proctor.training.engine import shuffled, shuffled_batches
+
+    rows = list("abcde")
+    batches, epochs = shuffled_batches(rows, 2, 2, lambda n: list(range(n)), OptimizationConfig())
+    assert batches == [["a", "b"], ["c", "d"], ["e"]] * 2 and epochs == [0, 0, 0, 1, 1, 1]
+    with caplog.at_level("WARNING"):  # two micro-batches a step: a batch of one row cannot be split
+        batches, epochs = shuffled_batches(rows, 2, 1, lambda n: list(range(n)),
+                                           OptimizationConfig(gradient_accumulation_steps=2))
+    assert batches == [["a", "b"], ["c", "d"]] and "a last batch of 1 rows left out" in caplog.text
+    # the permutations are the generators' own: random.shuffle, torch.randperm
+    order = list(range(5))
+    random.Random(3).shuffle(order)
+    assert shuffled(random.Random(3))(5) == order
+    assert shuffled(torch.Generator().manual_seed(3))(5) == torch.randperm(5, generator=torch.Generator()
+                                                                              .manual_seed(3)).tolist()
+
+
+def test_fit_refuses_no_batches(tmp_path) -> None:
+    with pytest.raises(ValueError, match="sft: no batch to train on"):
+        fit(Scalar(0.0), [], SquaredError(), OptimizationConfig(device="cpu"), tmp_path, label="sft")
+
+
+def test_a_device_or_precision_the_machine_lacks_is_refused_at_validation() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CPU rules")
+    with pytest.raises(ValidationError, match="device 'cuda': this torch build sees no CUDA device"):
+        OptimizationConfig(device="cuda")
+    with pytest.raises(ValidationError, match="precision fp16: fp16 mixed precision needs a CUDA device"):
+        OptimizationConfig(precision="fp16")
+
+
+def test_the_gpu_suites_trainer_configs_stay_valid(tiny_model_dir, scalar_prm_dir, random_states_store, tmp_path):
+    """tests/gpu runs only where there is CUDA: its configs are checked here, on the CPU, so they do not rot."""
+    from gpu.test_gpu_smoke import ONE_STEP, trainer_configs
+
+    configs = trainer_configs(str(tiny_model_dir), str(scalar_prm_dir), str(random_states_store))
+    assert sorted(configs) == sorted(set(TRAINERS) - {"sft"})
+    for method, fields in configs.items():
+        config, _ = TRAINERS[method].load()
+        config.model_validate({**fields, **ONE_STEP, "device": "cpu", "output_dir": str(tmp_path / method)})
+
+
+def test_warmup_steps_round_the_share() -> None:
+    from proctor.training.engine import warmup_steps
+
+    # 0.07 · 100 = 7.000000000000001 in floating point: transformers' ceil of the share would warm up 8 steps
+    assert warmup_steps(0.07, 100) == 7 and warmup_steps(1 / 15, 750) == 50
+    assert warmup_steps(0.001, 10) == 1 and warmup_steps(0.0, 10) == 0

@@ -23,15 +23,6 @@ ONE_STEP = {"device": "cuda", "learning_rate": 1e-6, "progress": False}
 
 
 @pytest.fixture(scope="module")
-def prm_dir(tiny_model_dir, tmp_path_factory):
-    from proctor.prm.model import ProcessRewardModel
-
-    torch.manual_seed(0)
-    return ProcessRewardModel.build(tiny_model_dir, head="scalar", dtype="float32").save_pretrained(
-        tmp_path_factory.mktemp("prm") / "prm")
-
-
-@pytest.fixture(scope="module")
 def household_store(tmp_path_factory):
     from proctor.rollout import RolloutConfig, run_rollout
 
@@ -55,11 +46,11 @@ def test_agents_act_on_cuda_in_bf16(tiny_model_dir, kind):
     assert len(cands) == 2 and all(c.action for c in cands)
 
 
-def test_prm_serve_scores_on_cuda(prm_dir):
+def test_prm_serve_scores_on_cuda(scalar_prm_dir):
     from test_serve_cli import free_port, wait_ready
 
     port = free_port()
-    cmd = [sys.executable, "-c", "from proctor.cli import main; main()", "prm", "serve", str(prm_dir),
+    cmd = [sys.executable, "-c", "from proctor.cli import main; main()", "prm", "serve", str(scalar_prm_dir),
            "--port", str(port), "--device", "cuda"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -84,8 +75,8 @@ def test_one_sft_step_moves_the_weights(tiny_model_dir, household_store, tmp_pat
 
 def trainer_configs(policy: str, prm: str, states: str) -> dict[str, dict]:
     """Each `proctor train` method's minimal config (those of tests/test_rl_*.py), on CUDA, one optimizer step."""
-    twenty = {"env": "twenty_questions", "env_kwargs": {"max_steps": 2}, "tasks": 2, "agent": HF}
-    shop = {"env": "shop", "env_kwargs": {"max_steps": 10}, "tasks": 2, "agent": CHOICE, "outcome": "score",
+    twenty = {"policy": policy, "env": "twenty_questions", "env_kwargs": {"max_steps": 2}, "tasks": 2, "agent": HF}
+    shop = {"policy": policy, "env": "shop", "env_kwargs": {"max_steps": 10}, "tasks": 2, "agent": CHOICE, "outcome": "score",
             "ppo_epochs": 1, "minibatch_size": 1024}
     return {
         "dpo": {"policy": policy, "prm": prm, "env": "household", "env_kwargs": {"max_steps": 3}, "tasks": 4,
@@ -103,11 +94,12 @@ def trainer_configs(policy: str, prm: str, states: str) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("method", ["dpo", "bon-distill", "grpo", "ppo", "archer", "chai", "fbc"])
-def test_one_step_of_every_trainer_moves_the_weights(method, tiny_model_dir, prm_dir, household_store, tmp_path):
+def test_one_step_of_every_trainer_moves_the_weights(method, tiny_model_dir, scalar_prm_dir, household_store,
+                                                      tmp_path):
     from moved_weights import moved_fraction
     from proctor.cli import app
 
-    fields = trainer_configs(str(tiny_model_dir), str(prm_dir), str(household_store))[method]
+    fields = trainer_configs(str(tiny_model_dir), str(scalar_prm_dir), str(household_store))[method]
     config = tmp_path / f"{method}.yaml"
     config.write_text(yaml.safe_dump({**fields, **ONE_STEP, "output_dir": "unused"}))
     result = CliRunner().invoke(app, ["train", method, str(config), "--output-dir", str(tmp_path / "run")])

@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from proctor.agents.registry import agent_kinds
-from proctor.cli.root import app
 from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
+from proctor.cli.root import app
 
 
 @app.command("rollout")

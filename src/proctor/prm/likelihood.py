@@ -298,13 +298,14 @@ def train_likelihood_prm(cfg: LikelihoodPRMConfig) -> dict[str, Any]:
     `cfg.output_dir` (the main process writes; float32 unless `save_dtype`); returns the summary (also
     written to `output_dir/likelihood_prm.json` with β and b)."""
     from proctor.agents.choice import ChoiceAgent
-    from proctor.training.engine import fit, processes
+    from proctor.training.distributed import world_size
+    from proctor.training.engine import fit
     from proctor.training.policy import load_policy, save_policy, saving_state_dict
 
     start = time.perf_counter()
-    if cfg.batch_size < processes() * cfg.gradient_accumulation_steps:
+    if cfg.batch_size < world_size() * cfg.gradient_accumulation_steps:
         raise ValueError(f"batch_size {cfg.batch_size} < processes × gradient_accumulation_steps = "
-                         f"{processes()} × {cfg.gradient_accumulation_steps}: every micro-batch needs a labelled row")
+                         f"{world_size()} × {cfg.gradient_accumulation_steps}: every micro-batch needs a labelled row")
     examples, counts = labelled_steps(cfg.data, cfg.target)
     demos, failed = demonstrated_steps(cfg.anchor, cfg.anchor_expert) if cfg.anchor is not None else ([], 0)
     torch.manual_seed(cfg.seed)

@@ -9,7 +9,6 @@ unmerged) so `resume_from_checkpoint` continues exactly; the final model is save
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from proctor.prm.records import (
     trajectory_rows,
 )
 from proctor.prm.tokenize import PRMCollator, TokenizationError
+from proctor.training.distributed import world_size
 from proctor.training.policy import saving_state_dict
 from proctor.training.precision import resolve_device, trainer_precision_args
 
@@ -84,18 +84,13 @@ class PRMTrainer(Trainer):
         (model or self.model).load_checkpoint(resume_from_checkpoint)
 
 
-def launched_distributed() -> bool:
-    """Whether this process is one of several started by torchrun / accelerate (WORLD_SIZE > 1)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
 def training_defaults(cfg: PRMTrainConfig) -> dict[str, Any]:
     """TrainingArguments defaults under `cfg.training`: the precision policy's autocast (`bf16` on a CUDA
     device with bf16, float32 compute on the CPU; unless `training` sets bf16 or fp16) and, launched by
     torchrun on a machine without CUDA, CPU ranks of one job (`use_cpu`, gloo), or transformers gives each
     process the whole data set and they train as identical separate jobs."""
     defaults: dict[str, Any] = {"report_to": "none", "seed": cfg.seed, "ddp_find_unused_parameters": False}
-    if launched_distributed() and not torch.cuda.is_available():
+    if world_size() > 1 and not torch.cuda.is_available():
         defaults["use_cpu"] = True
     if not {"bf16", "fp16"} & set(cfg.training):
         device = "cpu" if cfg.training.get("use_cpu", defaults.get("use_cpu")) else resolve_device("auto")

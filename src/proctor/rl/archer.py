@@ -26,9 +26,9 @@ Every optimizer step runs on the training engine (`proctor.training.fit`): per i
 over its `critic_updates` replay minibatches (its own learning rate, `critic_parameter_groups`; the Polyak update
 follows each optimizer step, `polyak_after_each_step`) and one `fit` of the actor over the shuffled minibatches
 of its `actor_epochs` passes; the AdamW state starts afresh with each `fit`. Under torchrun the main process
-rolls out and its trajectories are broadcast (`on_main_then_broadcast`); every process trains on its share of
-each minibatch, and only the main process writes. The KL reference π₀ is the policy with its LoRA adapters off,
-or, without LoRA, the starting policy loaded once (frozen).
+rolls out and its trajectories are broadcast (`sample_rollouts`); every process trains on its share of each
+minibatch, and only the main process writes. The KL reference π₀ is `KLReference`: the policy with its LoRA
+adapters off, or, without LoRA, the starting policy loaded once (frozen).
 """
 
 from __future__ import annotations
@@ -45,28 +45,20 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, model_validator
 
-from proctor.models.sequences import completion_logprobs
 from proctor.rl.advantages import whiten
 from proctor.rl.critic import CriticChoiceAgent, UtteranceCritic, check_same_tokenizer, critic_loss
 from proctor.rl.expected_baseline import expected_baselines
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.likelihood_critic import LikelihoodCritic
-from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate_sum, ppo_clip_tokens
+from proctor.rl.policy_losses import Aggregation
 from proctor.rl.replay import ReplayBuffer, Transition, transitions
-from proctor.rl.step_rows import StepRow, fill_logprobs, right_aligned
+from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
-from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
-from proctor.training.engine import fit
-from proctor.training.policy import (
-    adapters_disabled,
-    frozen_copy,
-    load_policy,
-    save_policy,
-    saving_state_dict,
-    trainable_parameters,
-)
+from proctor.training.distributed import is_main_process
+from proctor.training.engine import fit, shuffled, shuffled_batches
+from proctor.training.policy import frozen_copy, save_trained, trainable_parameters
 from proctor.training.precision import weights_dtype
 
 REPLAY_FILE = "replay.parquet"
@@ -138,7 +130,7 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     critic = build_critic(cfg).to(device)
     check_same_tokenizer(critic, tokenizer)
     target = frozen_copy(critic)
-    reference = kl_reference(cfg, device)
+    reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 and cfg.train_actor else None
     buffer = ReplayBuffer(cfg.buffer_capacity)
     generator = torch.Generator().manual_seed(cfg.seed)
     pad = tokenizer.pad_token_id
@@ -147,7 +139,9 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
         # 1. rollouts of the current policy (CHAI: the critic's best of K samples), on the main process
-        trajs, rollout = on_main_then_broadcast(partial(sample, cfg, k, policy, tokenizer, current, folder, critic))
+        chai = (partial(CriticChoiceAgent, critic=critic.eval(), tokenizer=tokenizer, prompt=cfg.prompt,
+                        k=cfg.candidates, alpha=cfg.logprob_weight) if cfg.candidates > 1 else None)
+        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts", chai)
         clock["rollout"] = time.monotonic()
         # 2. the steps into the replay buffer
         slots = buffer.add(transitions(tokenizer, trajs, cfg.prompt, iteration=k))
@@ -159,14 +153,11 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
         if cfg.train_actor and k > cfg.warmup_iterations:
             rows = buffer.take(slots)
             samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
-            drift = fill_logprobs(policy, None, samples, pad, cfg.minibatch_size)
-            if cfg.kl_coef > 0:
-                with contextlib.nullcontext(reference) if reference is not None else adapters_disabled(policy) as ref:
-                    fill_reference_logprobs(ref, samples, pad, cfg.minibatch_size)
+            drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size, cfg.precision)
             baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature,
                                            progress=cfg.progress) if cfg.baseline == "expected" else None)
             actor_log, trainer = update_actor(cfg, k, policy, critic, samples, pad, baseline)
-            current = str(save_iterate(cfg, trainer, policy, tokenizer, folder / "policy"))
+            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
         clock["actor"] = time.monotonic()
         # 5. save the critic, the buffer and the metrics (the main process writes)
         critic_dir = folder / "critic"
@@ -178,10 +169,8 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
                    "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
                    "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
                    "wall_s": stage_seconds(clock)}
-        record(folder, metrics, history)
-    if is_main_process():
-        write_summary(cfg, current, history)
-    barrier()
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return ArCHerResult(Path(current), critic_dir, history)
 
 
@@ -191,29 +180,6 @@ def build_critic(cfg: ArCHerConfig) -> Critic:
     `precision: bf16-pure`)."""
     kind = LikelihoodCritic if cfg.critic_kind == "likelihood" else UtteranceCritic
     return kind.build(cfg.critic or cfg.policy, dtype=weights_dtype(cfg.precision))
-
-
-def kl_reference(cfg: ArCHerConfig, device: str) -> torch.nn.Module | None:
-    """The KL reference π₀ when it is a second model: the starting policy loaded once, frozen, in eval mode
-    (needed only for `kl_coef` > 0 without LoRA; with LoRA, π₀ is the policy with its adapters off)."""
-    if cfg.kl_coef == 0 or not cfg.train_actor or cfg.lora is not None:
-        return None
-    model, _ = load_policy(cfg.policy, precision=cfg.precision, device=device)
-    return model.eval().requires_grad_(False)
-
-
-def sample(cfg: OnlineConfig, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, folder: Path,
-           critic: Critic | None = None) -> tuple[list[Any], dict[str, Any]]:
-    """Iteration k's rollouts (written to `folder/rollouts`) and their summary: the policy's agent, or, given a
-    critic and `candidates` > 1, the critic's best of K of its samples (CHAI)."""
-    sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-    if critic is not None and cfg.candidates > 1:
-        sampler = CriticChoiceAgent(sampler, critic.eval(), tokenizer, cfg.prompt, cfg.candidates,
-                                    cfg.logprob_weight)
-    try:
-        return rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
-    finally:
-        sampler.close()
 
 
 def critic_parameter_groups(cfg: ArCHerConfig, critic: Critic) -> list[dict[str, Any]]:
@@ -277,17 +243,6 @@ def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic, buffer: Rep
 
 
 @torch.no_grad()
-def fill_reference_logprobs(reference: torch.nn.Module, rows: Sequence[StepRow], pad_id: int,
-                            batch_size: int) -> None:
-    """Set every row's per-token log-probs under the KL reference π₀ (`ref_logprobs`)."""
-    for i in range(0, len(rows), batch_size):
-        chunk = rows[i:i + batch_size]
-        logps, mask = completion_logprobs(reference, [(r.prompt_ids, r.completion_ids) for r in chunk], pad_id)
-        for b, r in enumerate(chunk):
-            r.ref_logprobs = logps[b][mask[b].bool()].float().cpu().tolist()
-
-
-@torch.no_grad()
 def advantages(critic: Critic, rows: Sequence[StepRow], batch_size: int,
                baseline: Sequence[float] | None = None) -> list[float]:
     """A = min(Q₁, Q₂)(s, a) − min(V₁, V₂)(s) of every row from the critic, or min(Q₁, Q₂)(s, a) − `baseline`."""
@@ -302,83 +257,23 @@ def advantages(critic: Critic, rows: Sequence[StepRow], batch_size: int,
     return out
 
 
-class ActorLoss:
-    """ArCHer's actor loss as the engine's `RowLoss` over `StepRow`s carrying their advantage A (and old and
-    reference log-probs): per token ℓ_h = −A·log π(a^h | s, a^{<h}) (`pg`) or PPO's clipped surrogate against
-    the sampling policy (`ppo-clip`), plus kl_coef·KL(π‖π₀)_h; summed per `aggregation`
-    (`policy_losses.aggregate_sum`), the weight being its items: the rows (`seq-mean-*`) or the tokens
-    (`token-mean`). Stats over the same items: KL (aggregated as the loss), Σ A, and PPO's clipfrac,
-    approx_kl and ratio (each item's token mean)."""
-
-    def __init__(self, cfg: ArCHerConfig, pad_id: int):
-        self.cfg, self.pad_id = cfg, pad_id
-
-    def weight(self, rows: Sequence[StepRow]) -> float:
-        return sum(len(r.completion_ids) for r in rows) if self.cfg.aggregation == "token-mean" else len(rows)
-
-    def __call__(self, model: torch.nn.Module, rows: Sequence[StepRow]) -> tuple[torch.Tensor, dict[str, Any]]:
-        cfg = self.cfg
-        logps, mask = completion_logprobs(model, [(r.prompt_ids, r.completion_ids) for r in rows], self.pad_id)
-        a = torch.tensor([r.advantage for r in rows], device=logps.device)[:, None].expand_as(logps)
-        per_item = cfg.aggregation if cfg.aggregation == "token-mean" else "seq-mean-token-mean"
-        if cfg.actor_loss == "ppo-clip":
-            old = right_aligned([r.old_logprobs for r in rows], mask.shape[1], logps.device)
-            tokens, token_stats = ppo_clip_tokens(logps, old, a, cfg.clip, cfg.clip)
-        else:
-            tokens, token_stats = -a * logps, {}
-        if cfg.kl_coef > 0:
-            ref = right_aligned([r.ref_logprobs for r in rows], mask.shape[1], logps.device)
-            kl = KL_PENALTIES.get(cfg.kl_estimator)(logps, ref)
-            tokens = tokens + cfg.kl_coef * kl
-        stats = {k: aggregate_sum(v, mask, per_item) for k, v in token_stats.items()}
-        if cfg.kl_coef > 0:
-            stats["kl"] = aggregate_sum(kl.detach(), mask, cfg.aggregation)
-        stats["advantage"] = aggregate_sum(a, mask, per_item)
-        return aggregate_sum(tokens, mask, cfg.aggregation), stats
-
-
 def update_actor(cfg: ArCHerConfig, k: int, policy: torch.nn.Module, critic: Critic, rows: Sequence[StepRow],
                  pad_id: int, baseline: Sequence[float] | None = None) -> tuple[list[dict[str, Any]], Any]:
-    """`actor_epochs` shuffled passes of `ActorLoss` over `rows` (one `fit`), with the critic's advantages
-    computed once; (the per-step log, the Trainer)."""
+    """`actor_epochs` shuffled passes of `PolicyGradientLoss` over `rows` (one `fit`), with the critic's advantages
+    computed once; (the per-step log, the Trainer; None without a batch)."""
     adv = advantages(critic, rows, cfg.minibatch_size, baseline)
     if cfg.whiten_advantages:
         adv = whiten(torch.tensor(adv, dtype=torch.float64), torch.ones(len(adv))).tolist()
     for r, a in zip(rows, adv, strict=True):
         r.advantage = a
-    rng = random.Random(cfg.seed * 1_000_003 + k)
-    batches = [[rows[i] for i in b] for b in shuffled_passes(len(rows), cfg.minibatch_size, cfg.actor_epochs, rng)]
-    result = fit(policy, batches, ActorLoss(cfg, pad_id), cfg, cfg.output_dir / "trainer", label="archer actor")
+    batches, epochs = shuffled_batches(rows, cfg.minibatch_size, cfg.actor_epochs,
+                                       shuffled(random.Random(cfg.seed * 1_000_003 + k)), cfg)
+    if not batches:
+        return [], None
+    loss = PolicyGradientLoss(pad_id, cfg.aggregation, cfg.actor_loss, cfg.clip, cfg.clip, cfg.kl_coef,
+                              cfg.kl_estimator)
+    result = fit(policy, batches, loss, cfg, cfg.output_dir / "trainer", label="archer actor", epochs=epochs)
     return result.curve, result.trainer
-
-
-def shuffled_passes(n: int, batch_size: int, epochs: int, rng: random.Random) -> list[list[int]]:
-    """`epochs` passes over items 0..n−1, each shuffled by `rng` and cut into consecutive batches of
-    `batch_size` (the last one of a pass smaller)."""
-    out: list[list[int]] = []
-    for _ in range(epochs):
-        order = list(range(n))
-        rng.shuffle(order)
-        out += [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    return out
-
-
-def save_iterate(cfg: OnlineConfig, trainer: Any, policy: torch.nn.Module, tokenizer: Any, folder: Path) -> Path:
-    """Save the policy to `folder` in `cfg.save_dtype` from the main process (the state dict gathered from every
-    process under FSDP / ZeRO-3: every process calls this); returns once the folder is complete."""
-    state_dict = saving_state_dict(trainer) if trainer is not None else None
-    if is_main_process():
-        save_policy(policy, tokenizer, folder, save_dtype=cfg.save_dtype, state_dict=state_dict)
-    barrier()
-    return folder
-
-
-def record(folder: Path, metrics: dict[str, Any], history: list[dict[str, Any]]) -> None:
-    """`record_iteration` on the main process (it writes `metrics.json`); the others only keep the metrics."""
-    if is_main_process():
-        record_iteration(folder, metrics, history)
-    else:
-        history.append(metrics)
 
 
 def summarize(steps: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:

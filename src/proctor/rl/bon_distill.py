@@ -50,9 +50,9 @@ from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
 from proctor.stats import best_of_n_probabilities
 from proctor.training.config import OptimizationConfig
-from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
+from proctor.training.distributed import barrier, fresh_output_dir, is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit
-from proctor.training.policy import save_policy, saving_state_dict
+from proctor.training.policy import save_trained
 from proctor.training.precision import resolve_device, weights_dtype
 from proctor.trajectory import TrajectoryStore
 
@@ -106,8 +106,7 @@ def soft_cross_entropy(log_probs: torch.Tensor, target: torch.Tensor) -> torch.T
 def train_bon_distill(cfg: BonDistillConfig) -> Path:
     """Distil best-of-N(π, Q) into a student (see module docstring); returns the student's folder."""
     out = Path(cfg.output_dir)
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"{out}: output_dir is not empty; choose a new folder")
+    fresh_output_dir(out)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     # the student, from `init`, in float32 (bf16 for precision bf16-pure)
@@ -124,11 +123,8 @@ def train_bon_distill(cfg: BonDistillConfig) -> Path:
                  label="best-of-n distillation")
     clock["train"] = time.monotonic()
     # 4. save (one process writes)
-    trainer, policy_dir = fitted.trainer, out / "policy"
-    state_dict = saving_state_dict(trainer)
+    policy_dir = save_trained(student.model, student.tokenizer, out / "policy", cfg.save_dtype, fitted.trainer)
     if is_main_process():
-        save_policy(trainer.accelerator.unwrap_model(trainer.model), student.tokenizer, policy_dir,
-                    save_dtype=cfg.save_dtype, state_dict=state_dict)
         targets = sampled.targets
         metrics = {"states": len(targets), **sampled.counts,
                    "mean_top_target": round(sum(max(t.probs) for t in targets) / len(targets), 4),

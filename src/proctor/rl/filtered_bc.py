@@ -22,7 +22,6 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,15 +29,15 @@ import torch
 from pydantic import Field
 
 from proctor.credit.outcome import outcome
-from proctor.rl.archer import record, sample, save_iterate, shuffled_passes
-from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
+from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.sft import SFTLoss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row
 from proctor.rl.td import TRAJECTORY_FILTERS
-from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
-from proctor.training.engine import fit
+from proctor.training.engine import fit, shuffled, shuffled_batches
+from proctor.training.policy import save_trained
 from proctor.trajectory import Trajectory
 
 
@@ -71,7 +70,7 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
         # 1. rollouts of the current policy, on the main process
-        trajs, rollout = on_main_then_broadcast(partial(sample, cfg, k, policy, tokenizer, current, folder))
+        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
         clock["rollout"] = time.monotonic()
         # 2-3. returns, and the trajectories whose return is high enough
         returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
@@ -84,17 +83,15 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
         steps, trainer = clone(cfg, k, policy, examples, tokenizer.pad_token_id)
         clock["train"] = time.monotonic()
         # 5. save the iterate (the main process writes)
-        current = str(save_iterate(cfg, trainer, policy, tokenizer, folder / "policy"))
+        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "mean_return": float(returns.mean()),
                    "kept": len(kept), "examples": len(examples),
                    "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
                              "log": steps},
                    "wall_s": stage_seconds(clock)}
-        record(folder, metrics, history)
-    if is_main_process():
-        write_summary(cfg, current, history)
-    barrier()
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return FilteredBCResult(Path(current), history)
 
 
@@ -116,7 +113,10 @@ def clone(cfg: FilteredBCConfig, k: int, policy: torch.nn.Module, examples: Sequ
     Trainer; None without examples)."""
     if not examples:
         return [], None
-    rng = random.Random(cfg.seed * 1_000_003 + k)
-    batches = [[examples[i] for i in b] for b in shuffled_passes(len(examples), cfg.batch_size, cfg.epochs, rng)]
-    result = fit(policy, batches, SFTLoss(pad_id, 0.0), cfg, cfg.output_dir / "trainer", label="fbc train")
+    batches, epochs = shuffled_batches(examples, cfg.batch_size, cfg.epochs,
+                                       shuffled(random.Random(cfg.seed * 1_000_003 + k)), cfg)
+    if not batches:
+        return [], None
+    result = fit(policy, batches, SFTLoss(pad_id, 0.0), cfg, cfg.output_dir / "trainer", label="fbc train",
+                 epochs=epochs)
     return [r["loss"] for r in result.curve], result.trainer

@@ -42,14 +42,12 @@ from pydantic import AliasChoices, Field
 from proctor.rl.advantages import gigpo_advantages, grpo_advantages
 from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
-from proctor.rl.on_policy import make_sampler, rollout_policy
+from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import Aggregation
-from proctor.rl.step_rows import ClippedPolicyLoss, KLReference, StepRow, fill_logprobs, minibatches, step_row
-from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
-from proctor.training.engine import FitResult, RowLoss, fit, processes
-from proctor.training.policy import save_policy, saving_state_dict
-from proctor.training.precision import autocast_dtype
+from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs, step_row
+from proctor.training.engine import FitResult, RowLoss, fit, shuffled, shuffled_batches
+from proctor.training.policy import save_trained
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -98,54 +96,38 @@ def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     """Run `cfg.iterations` iterations of GRPO / GiGPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
-    loss = ClippedPolicyLoss(tokenizer.pad_token_id, cfg.clip_low, cfg.clip_high, cfg.aggregation, cfg.kl_coef,
-                             cfg.kl_estimator)
+    loss = PolicyGradientLoss(tokenizer.pad_token_id, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high,
+                              cfg.kl_coef, cfg.kl_estimator)
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
         # 1. K rollouts per task with the current policy (main process)
-        trajs, rollout = sample(cfg, k, policy, tokenizer, current, folder)
+        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
         clock["rollout"] = time.monotonic()
         # 2-3. group advantages, one sample per step with A ≠ 0
         samples, adv_stats = step_samples(cfg, trajs, tokenizer)
         if not samples:
             log.warning("iteration %d: every group had equal returns; no gradient this iteration", k)
         # 4. old (and reference) log-probs with the weights that sampled
-        drift = fill_logprobs(policy, reference, samples, tokenizer.pad_token_id, cfg.minibatch_size,
-                              autocast_dtype(cfg.precision, device))
+        drift = fill_logprobs(policy, reference, samples, tokenizer.pad_token_id, cfg.minibatch_size, cfg.precision)
         clock["advantages"] = time.monotonic()
         # 5. clipped policy-gradient epochs on the engine
         result = train_rows(cfg, k, policy, samples, loss, folder / "trainer", "grpo train")
         clock["train"] = time.monotonic()
         # 6. save the iterate
-        current = save_iterate(cfg, policy, tokenizer, result, folder / "policy")
+        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
+                                   result.trainer if result is not None else None))
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, **adv_stats, "samples": len(samples),
-                   "logprob_drift": drift, "train": summarize_steps(result, cfg.ppo_epochs),
+                   "logprob_drift": drift, "train": summarize_steps(result),
                    "wall_s": stage_seconds(clock)}
-        log_iteration(folder, metrics, history)
-    if is_main_process():
-        write_summary(cfg, current, history)
-    barrier()
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return GRPOResult(Path(current), history)
 
 
 # -- the stages, in the order train_grpo runs them (shared with ppo) ---------------------------------
-def sample(cfg: OnlineConfig, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, folder: Path
-           ) -> tuple[list[Trajectory], dict[str, Any]]:
-    """Iteration k's `cfg.rollouts_per_task` rollouts per task of the current policy, run by the main process
-    (into `folder/rollouts`) and broadcast to every process (`rollout_policy`)."""
-    def run() -> tuple[list[Trajectory], dict[str, Any]]:
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
-        try:
-            return rollout_policy(cfg, k, sampler, current, folder / "rollouts", cfg.rollouts_per_task)
-        finally:
-            sampler.close()
-
-    return on_main_then_broadcast(run)
-
-
 def step_samples(cfg: GRPOConfig, trajs: Sequence[Trajectory], tokenizer: Any
                  ) -> tuple[list[StepRow], dict[str, Any]]:
     """One `StepRow` per step with a non-zero advantage (see module docstring), and advantage statistics."""
@@ -169,39 +151,20 @@ def step_samples(cfg: GRPOConfig, trajs: Sequence[Trajectory], tokenizer: Any
 
 def train_rows(cfg: Any, k: int, model: torch.nn.Module, rows: Sequence[StepRow], loss: RowLoss, output_dir: Path,
                label: str, opt: Any = None) -> FitResult | None:
-    """`cfg.ppo_epochs` passes over `rows` in minibatches of `cfg.minibatch_size` (`minibatches`, iteration k's
-    order), one optimizer step each, on the engine with `opt` (default `cfg`); None when there is no step."""
+    """`cfg.ppo_epochs` passes over `rows` in minibatches of `cfg.minibatch_size` (`shuffled_batches`, iteration
+    k's order), one optimizer step each, on the engine with `opt` (default `cfg`); None when there is no step."""
     opt = opt or cfg
-    batches = minibatches(rows, cfg.minibatch_size, cfg.ppo_epochs, random.Random(cfg.seed * 1_000_003 + k),
-                          processes() * opt.gradient_accumulation_steps)
-    return fit(model, batches, loss, opt, output_dir, label=label) if batches else None
+    batches, epochs = shuffled_batches(rows, cfg.minibatch_size, cfg.ppo_epochs,
+                                       shuffled(random.Random(cfg.seed * 1_000_003 + k)), opt)
+    return fit(model, batches, loss, opt, output_dir, label=label, epochs=epochs) if batches else None
 
 
-def save_iterate(cfg: OnlineConfig, policy: torch.nn.Module, tokenizer: Any, result: FitResult | None,
-                 out: Path) -> str:
-    """Save the trained policy to `out` (the main process writes; every process returns once it is written)."""
-    state_dict = saving_state_dict(result.trainer) if result is not None else None
-    if is_main_process():
-        save_policy(policy, tokenizer, out, save_dtype=cfg.save_dtype, state_dict=state_dict)
-    barrier()
-    return str(out)
-
-
-def log_iteration(folder: Path, metrics: dict[str, Any], history: list[dict[str, Any]]) -> None:
-    """`record_iteration` on the main process; the others only keep the metrics."""
-    if is_main_process():
-        record_iteration(folder, metrics, history)
-    else:
-        history.append(metrics)
-
-
-def summarize_steps(result: FitResult | None, epochs: int) -> dict[str, Any]:
-    """The engine's per-step curve (global means over each step's items) with its epoch, and the means of the
+def summarize_steps(result: FitResult | None) -> dict[str, Any]:
+    """The engine's per-step curve (global means over each step's items, with its epoch), and the means of the
     loss and the PPO statistics over the steps."""
     if result is None or not result.curve:
         return {"steps": 0, "log": []}
-    per_epoch = max(len(result.curve) // epochs, 1)
-    steps = [{"epoch": r["step"] // per_epoch, **r} for r in result.curve]
+    steps = result.curve
     keys = ("loss", "clipfrac", "approx_kl", "ratio")
     return {"steps": len(steps), **{f"mean_{k}": sum(s[k] for s in steps) / len(steps) for k in keys},
             "log": steps}

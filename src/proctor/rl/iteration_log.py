@@ -8,6 +8,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from proctor.training.distributed import barrier, is_main_process
+
 
 def stage_seconds(clock: dict[str, float]) -> dict[str, float]:
     """Seconds per stage from monotonic marks in stage order ({"start": t0, "rollout": t1, "train": t2, ...}):
@@ -17,14 +19,18 @@ def stage_seconds(clock: dict[str, float]) -> dict[str, float]:
 
 
 def record_iteration(folder: Path, metrics: dict[str, Any], history: list[dict[str, Any]]) -> None:
-    """Write `folder/metrics.json` and append the metrics to `history`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    """Append the metrics to `history`, and write `folder/metrics.json` from the main process."""
+    if is_main_process():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
     history.append(metrics)
 
 
 def write_summary(cfg: Any, policy_dir: str | Path, history: list[dict[str, Any]]) -> None:
-    """Write `cfg.output_dir/summary.json`: the config, the last policy folder, every iteration's metrics."""
-    (cfg.output_dir / "summary.json").write_text(json.dumps(
-        {"config": cfg.model_dump(mode="json", serialize_as_any=True), "policy_dir": str(policy_dir),
-         "iterations": history}, indent=2))
+    """Write `cfg.output_dir/summary.json` (the config, the last policy folder, every iteration's metrics) from the
+    main process; every process returns once it is written."""
+    if is_main_process():
+        (cfg.output_dir / "summary.json").write_text(json.dumps(
+            {"config": cfg.model_dump(mode="json", serialize_as_any=True), "policy_dir": str(policy_dir),
+             "iterations": history}, indent=2))
+    barrier()

@@ -8,6 +8,7 @@ on the current iterate's saved folder.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -86,6 +87,25 @@ def make_sampler(agent: Any, policy: torch.nn.Module, tokenizer: Any, current: s
         return ChoiceAgent(policy, tokenizer, prompt=agent.prompt, temperature=agent.temperature, seed=agent.seed,
                            batch_size=agent.batch_size, max_new_tokens=agent.max_new_tokens)
     return agent.model_copy(update={"model": current}).build()
+
+
+def sample_rollouts(cfg: Any, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, out: Any,
+                    wrap: Callable[[Agent], Agent] | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """Iteration k's `cfg.rollouts_per_task` rollouts per task of the current policy into `out`, run by the main
+    process and broadcast to every process (`rollout_policy`); `wrap` turns the policy's sampler into the acting
+    agent (CHAI: the critic's best of K samples)."""
+    from proctor.training.distributed import on_main_then_broadcast
+
+    def run() -> tuple[list[Any], dict[str, Any]]:
+        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+        if wrap is not None:
+            sampler = wrap(sampler)
+        try:
+            return rollout_policy(cfg, k, sampler, current, out, cfg.rollouts_per_task)
+        finally:
+            sampler.close()
+
+    return on_main_then_broadcast(run)
 
 
 def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, samples: int

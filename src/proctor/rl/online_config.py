@@ -31,14 +31,11 @@ def start_run(cfg: OnlineConfig) -> tuple[torch.nn.Module, Any, str]:
     """An online trainer's first steps: refuse a non-empty `cfg.output_dir` (trainers do not resume; every
     process checks before any writes) and create it, seed torch with `cfg.seed`, load the starting policy `cfg.policy` for training (float32 weights, LoRA,
     on `cfg.device`). Returns (policy, tokenizer, device)."""
-    from proctor.training.distributed import barrier
+    from proctor.training.distributed import fresh_output_dir
     from proctor.training.policy import load_policy
     from proctor.training.precision import resolve_device
 
-    if cfg.output_dir.exists() and any(cfg.output_dir.iterdir()):
-        raise FileExistsError(f"{cfg.output_dir}: output_dir is not empty; choose a new folder")
-    barrier()  # every process has checked the folder before the main one writes to it
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    fresh_output_dir(cfg.output_dir)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     policy, tokenizer = load_policy(cfg.policy, lora=cfg.lora, precision=cfg.precision, device=device)

@@ -52,14 +52,14 @@ from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
-from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
-from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
-from proctor.training.engine import fit, processes
-from proctor.training.policy import save_policy, saving_state_dict
-from proctor.training.precision import autocast_dtype
+from proctor.training.distributed import is_main_process, on_main_then_broadcast
+from proctor.training.engine import fit, shuffled, shuffled_batches
+from proctor.training.policy import save_trained
+from proctor.training.precision import autocast
 from proctor.trajectory import Trajectory, TrajectoryStore
 
 log = logging.getLogger(__name__)
@@ -123,30 +123,25 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
         rollout, collected, rows, clock = on_main_then_broadcast(
             partial(sample_pairs, cfg, k, policy, tokenizer, scorer, current, folder, device))
         # 6. DPO epochs over the pairs, on the engine
-        batches, epochs = pair_batches(rows, cfg.batch_size, cfg.epochs, cfg.seed * 1_000_003 + k,
-                                       processes() * cfg.gradient_accumulation_steps)
+        batches, epochs = shuffled_batches(rows, cfg.batch_size, cfg.epochs,
+                                           shuffled(torch.Generator().manual_seed(cfg.seed * 1_000_003 + k)), cfg)
+        if not batches:
+            raise ValueError(f"iteration {k}: {len(rows)} pairs, fewer than processes × gradient_accumulation_steps")
         loss = DPOLoss(tokenizer.pad_token_id, cfg.loss, cfg.beta, cfg.label_smoothing, cfg.average, cfg.rpo_alpha,
                        shared_prompt=not cfg.gradient_checkpointing)
-        fitted = fit(policy, batches, loss, cfg, folder / "trainer", label="dpo train")
+        fitted = fit(policy, batches, loss, cfg, folder / "trainer", label="dpo train", epochs=epochs)
         clock["train"] = time.monotonic()
         # 7. save the iterate (one process writes)
-        trainer = fitted.trainer
-        state_dict = saving_state_dict(trainer)
-        current = str(folder / "policy")
-        if is_main_process():
-            save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, current,
-                        save_dtype=cfg.save_dtype, state_dict=state_dict)
-        barrier()
+        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, fitted.trainer))
         clock["save"] = time.monotonic()
-        steps = [{"epoch": e, **row} for e, row in zip(epochs, fitted.curve, strict=True)]
+        steps = fitted.curve
         metrics = iteration_metrics(k, rollout, collected, rows, batches, steps, clock)
+        record_iteration(folder, metrics, history)
         if is_main_process():
-            write_iteration(folder, metrics, [r.pair for r in rows])
-        history.append(metrics)
+            write_pairs(folder, [r.pair for r in rows])
         log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(rows),
                  steps[0]["loss"], steps[-1]["loss"])
-    if is_main_process():
-        write_summary(cfg, current, history)
+    write_summary(cfg, current, history)
     return OnlineDPOResult(Path(current), history)
 
 
@@ -170,33 +165,10 @@ def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenize
                                 "a tie: the policy proposed actions scored within `margin`); raise n_actions or the "
                                 "agent's temperature")
     # 5. reference = this iteration's starting weights (the previous iterate), under the training autocast
-    kind = autocast_dtype(cfg.precision, device)
-    with torch.autocast(torch.device(device).type, dtype=getattr(torch, kind or "bfloat16"), enabled=kind is not None):
+    with autocast(cfg.precision, device):
         ref_c, ref_r = reference_logprobs(policy, pairs, tokenizer.pad_token_id, cfg.batch_size, cfg.average)
     rows = [DPORow(p, c, r) for p, c, r in zip(pairs, ref_c.tolist(), ref_r.tolist(), strict=True)]
     return rollout, collected, rows, clock
-
-
-def pair_batches(rows: Sequence[DPORow], batch_size: int, epochs: int, seed: int, parts: int
-                 ) -> tuple[list[list[DPORow]], list[int]]:
-    """(global batches of `batch_size` rows, each one's epoch): `epochs` passes, each a permutation drawn by a
-    `torch.Generator` seeded with `seed`. An epoch's last, short batch is dropped when it has fewer than `parts`
-    (processes × accumulation steps) rows, with a warning."""
-    gen = torch.Generator().manual_seed(seed)
-    batches, epoch_of = [], []
-    for epoch in range(epochs):
-        order = torch.randperm(len(rows), generator=gen).tolist()
-        for start in range(0, len(order), batch_size):
-            batch = [rows[i] for i in order[start:start + batch_size]]
-            if len(batch) < parts:
-                log.warning("epoch %d: the last %d pairs are left out (fewer than processes × accumulation steps "
-                            "= %d)", epoch, len(batch), parts)
-                continue
-            batches.append(batch)
-            epoch_of.append(epoch)
-    if not batches:
-        raise ValueError(f"{len(rows)} pairs: fewer than processes × gradient_accumulation_steps = {parts}")
-    return batches, epoch_of
 
 
 # -- the stages, in the order sample_pairs runs them ---------------------------------------------------
@@ -301,9 +273,8 @@ def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any]
     }
 
 
-def write_iteration(folder: Path, metrics: dict[str, Any], pairs: Sequence[PreferencePair]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+def write_pairs(folder: Path, pairs: Sequence[PreferencePair]) -> None:
+    """`folder/pairs.jsonl`: one line per pair (texts, scores, ids)."""
     with (folder / "pairs.jsonl").open("w") as f:
         for p in pairs:
             f.write(json.dumps({**p.meta, "chosen": p.chosen, "rejected": p.rejected, "scores": list(p.scores),

@@ -19,7 +19,7 @@ One iteration k = 1..K:
    are whitened over the iteration's tokens;
 5. `ppo_epochs` passes in minibatches of `minibatch_size` rows on the engine (`proctor.training.fit`), one call
    per model over the same minibatches: the policy's clipped surrogate (`ppo_clip`) plus `kl_coef`·KL(π‖π_ref)
-   to the starting policy (`ClippedPolicyLoss`), then the critic's clipped value loss (`CriticLoss`) with its
+   to the starting policy (`PolicyGradientLoss`), then the critic's clipped value loss (`CriticLoss`) with its
    own optimizer, learning rate (`critic_learning_rate`) and gradient clipping. The two losses share no
    parameter, so this is the interleaved per-minibatch update of each model;
 6. the iterate is saved by the main process (`iter-k/policy`, `iter-k/critic`, `iter-k/metrics.json`).
@@ -45,23 +45,24 @@ from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
-from proctor.rl.grpo import KLEstimator, log_iteration, sample, save_iterate, summarize_steps, train_rows
-from proctor.rl.iteration_log import stage_seconds, write_summary
+from proctor.rl.grpo import KLEstimator, summarize_steps, train_rows
+from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
+from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import Aggregation, aggregate_sum, value_loss_tokens
 from proctor.rl.step_rows import (
-    ClippedPolicyLoss,
     KLReference,
+    PolicyGradientLoss,
     StepRow,
     aggregation_weight,
-    autocast,
     fill_logprobs,
     right_aligned,
     step_row,
 )
 from proctor.training.distributed import barrier, is_main_process, on_main_then_broadcast
-from proctor.training.precision import autocast_dtype, weights_dtype
+from proctor.training.policy import save_trained
+from proctor.training.precision import autocast, weights_dtype
 from proctor.trajectory import Trajectory
 
 
@@ -119,9 +120,9 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
                                       gradient_checkpointing=cfg.gradient_checkpointing).to(device)
     scorer = open_scorer(cfg.prm, device=device) if cfg.prm else None
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
-    pad, amp = tokenizer.pad_token_id, autocast_dtype(cfg.precision, device)
-    policy_loss = ClippedPolicyLoss(pad, cfg.clip_low, cfg.clip_high, cfg.aggregation, cfg.kl_coef,
-                                    cfg.kl_estimator)
+    pad = tokenizer.pad_token_id
+    policy_loss = PolicyGradientLoss(pad, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high, cfg.kl_coef,
+                                     cfg.kl_estimator)
     critic_loss = CriticLoss(pad, cfg.value_clip, cfg.aggregation)
     # the critic's checkpointing is the PRM's own (`build`): the Trainer's needs a transformers model
     critic_opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate, "gradient_checkpointing": False})
@@ -130,15 +131,15 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
         folder = cfg.output_dir / f"iter-{k}"
         clock = {"start": time.monotonic()}
         # 1. rollouts of the current policy (main process)
-        trajs, rollout = sample(cfg, k, policy, tokenizer, current, folder)
+        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
         clock["rollout"] = time.monotonic()
         # 2. per-turn rewards (main process: the PRM scores once)
         rewards = on_main_then_broadcast(partial(turn_rewards, cfg, trajs, scorer))
         # 3. one row per step; old log-probs, reference log-probs and old values
         rows = [[step_row(tokenizer, t, i, cfg.prompt) for i in range(len(t.steps))] for t in trajs]
         flat = [r for rs in rows for r in rs]
-        drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size, amp)
-        fill_values(critic, flat, pad, cfg.minibatch_size, amp)
+        drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size, cfg.precision)
+        fill_values(critic, flat, pad, cfg.minibatch_size, cfg.precision)
         bootstrap = final_values(critic, tokenizer, trajs, cfg.prompt)
         # 4. token-level GAE over each trajectory's action tokens, whitened
         trajectory_gae(rows, rewards, bootstrap, cfg.gamma, cfg.lam)
@@ -150,7 +151,8 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
         fitted = train_rows(cfg, k, critic, flat, critic_loss, folder / "critic-trainer", "ppo critic", critic_opt)
         clock["train"] = time.monotonic()
         # 6. save the iterate and the critic
-        current = save_iterate(cfg, policy, tokenizer, trained, folder / "policy")
+        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
+                                   trained.trainer if trained is not None else None))
         critic_dir = folder / "critic"
         if is_main_process():
             critic.save_pretrained(critic_dir)
@@ -158,11 +160,9 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
         clock["save"] = time.monotonic()
         metrics = {"iteration": k, "rollout": rollout, "steps": len(flat), "logprob_drift": drift,
                    "mean_turn_reward": sum(map(sum, rewards)) / len(flat),
-                   "train": summarize_ppo(trained, fitted, cfg.ppo_epochs), "wall_s": stage_seconds(clock)}
-        log_iteration(folder, metrics, history)
-    if is_main_process():
-        write_summary(cfg, current, history)
-    barrier()
+                   "train": summarize_ppo(trained, fitted), "wall_s": stage_seconds(clock)}
+        record_iteration(folder, metrics, history)
+    write_summary(cfg, current, history)
     return PPOResult(Path(current), critic_dir, history)
 
 
@@ -197,10 +197,11 @@ def critic_values(critic: ProcessRewardModel, pairs: Sequence[tuple[list[int], l
 
 @torch.no_grad()
 def fill_values(critic: ProcessRewardModel, rows: Sequence[StepRow], pad_id: int, batch_size: int,
-                autocast_dtype: str | None = None) -> None:
-    """Set every row's `old_values` (V at each completion token), in eval mode under the engine's autocast."""
+                precision: str = "fp32") -> None:
+    """Set every row's `old_values` (V at each completion token), in eval mode under the engine's autocast of
+    `precision`."""
     critic.eval()
-    with autocast(str(critic.device), autocast_dtype):
+    with autocast(precision, str(critic.device)):
         for i in range(0, len(rows), batch_size):
             chunk = rows[i:i + batch_size]
             values, mask = critic_values(critic, [(r.prompt_ids, r.completion_ids) for r in chunk], pad_id)
@@ -266,7 +267,7 @@ def whiten_rows(rows: Sequence[StepRow]) -> None:
 class CriticLoss:
     """The engine's `RowLoss` of the critic: the clipped value loss (`value_loss_tokens`, against the rows'
     `returns` and `old_values`) summed over the aggregation's items, which the weight counts (as
-    `ClippedPolicyLoss`)."""
+    `PolicyGradientLoss`)."""
 
     def __init__(self, pad_id: int, clip: float | None, aggregation: Aggregation):
         self.pad_id, self.clip, self.aggregation = pad_id, clip, aggregation
@@ -282,9 +283,9 @@ class CriticLoss:
         return aggregate_sum(loss, mask, self.aggregation), {}
 
 
-def summarize_ppo(trained: Any, fitted: Any, epochs: int) -> dict[str, Any]:
+def summarize_ppo(trained: Any, fitted: Any) -> dict[str, Any]:
     """`summarize_steps` of the policy, each step with the critic's `value_loss` on the same minibatch."""
-    out = summarize_steps(trained, epochs)
+    out = summarize_steps(trained)
     if fitted is not None and fitted.curve:
         for step, critic_step in zip(out["log"], fitted.curve, strict=True):
             step["value_loss"] = critic_step["loss"]

@@ -32,6 +32,7 @@ lr 3e-3, `context_weight: 0.2`.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ from proctor.training.config import OptimizationConfig
 from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "sft.json"
+
+log = logging.getLogger(__name__)
 
 
 class SFTConfig(OptimizationConfig):
@@ -129,6 +132,27 @@ def load_demonstrations(cfg: SFTConfig) -> list:
     return trajs
 
 
+def step_batches(examples: Sequence[Example], cfg: SFTConfig) -> list[list[Example]]:
+    """The `cfg.steps` global batches, grouped by length (`length_grouped_batches`, seeded by `cfg.seed`). An
+    epoch's last batch with fewer examples than processes × gradient_accumulation_steps (each micro-batch needs
+    one) is left out, with a warning; with one process and no accumulation none is."""
+    from proctor.training.distributed import world_size
+
+    parts = world_size() * cfg.gradient_accumulation_steps
+    order = length_grouped_batches([len(e.ids) for e in examples], cfg.batch_size, random.Random(cfg.seed))
+    batches, short = [], 0
+    while len(batches) < cfg.steps:
+        batch = next(order)
+        if len(batch) < parts:
+            short += 1
+            continue
+        batches.append([examples[i] for i in batch])
+    if short:
+        log.warning("sft: %d short batches left out (fewer examples than processes × gradient_accumulation_steps "
+                    "= %d)", short, parts)
+    return batches
+
+
 class SFTLoss:
     """The SFT loss as the engine's `RowLoss`: Σ w_j·nll_j over a micro-batch of examples, its weight Σ w_j
     (agent tokens, plus `context_weight` per other real token), and the agent tokens' NLL sum and count."""
@@ -153,7 +177,7 @@ def train_sft(cfg: SFTConfig) -> Path:
     """Fine-tune `cfg.model` on `cfg.data` as the module docstring describes; returns the policy folder."""
     from proctor.agents.generation_utils import eos_token_ids
     from proctor.training.engine import fit
-    from proctor.training.policy import load_policy, save_policy, saving_state_dict
+    from proctor.training.policy import load_policy, save_trained
 
     start = time.monotonic()
     # 1. demonstrations
@@ -168,8 +192,7 @@ def train_sft(cfg: SFTConfig) -> Path:
     if not examples:
         raise ValueError(f"no examples of at most max_length={cfg.max_length} tokens")
     lengths = [len(e.ids) for e in examples]
-    order = length_grouped_batches(lengths, cfg.batch_size, random.Random(cfg.seed))
-    batches = [[examples[i] for i in next(order)] for _ in range(cfg.steps)]
+    batches = step_batches(examples, cfg)
     # 4. optimisation on the engine
     result = fit(model, batches, SFTLoss(tokenizer.pad_token_id, cfg.context_weight), cfg,
                  Path(cfg.output_dir) / "trainer", label="sft")
@@ -177,11 +200,8 @@ def train_sft(cfg: SFTConfig) -> Path:
     losses = [r["agent_nll"] / max(r["agent_tokens"], 1e-12) for r in result.curve]
     trained_tokens = sum(len(e.ids) for b in batches for e in b)
     # 5. save (one process writes; every process returns once the folder is complete)
-    state_dict = saving_state_dict(trainer)
-    out = Path(cfg.output_dir)
+    out = save_trained(model, tokenizer, cfg.output_dir, cfg.save_dtype, trainer)
     if trainer.is_world_process_zero():
-        save_policy(trainer.accelerator.unwrap_model(trainer.model), tokenizer, out, save_dtype=cfg.save_dtype,
-                    state_dict=state_dict)
         metrics = {
             "config": json.loads(cfg.model_dump_json()), "processes": trainer.args.world_size,
             "trajectories": len(trajs), "examples": len(examples), "example_tokens": sum(lengths),

@@ -5,18 +5,17 @@ quantities filled in before the updates (old, reference and sampling log-probs; 
 Right-aligned [B, K] tensors are the layout of `proctor.models.sequences.completion_logprobs`: each row's tokens
 occupy its last len(completion) columns.
 
-The rows train on the engine (`proctor.training.fit`): `minibatches` orders them into the global batches of the
-PPO epochs, and `ClippedPolicyLoss` is the clipped surrogate (+ KL to `KLReference`) as its `RowLoss`.
+The rows train on the engine (`proctor.training.fit`, in the global batches of `shuffled_batches`), and
+`PolicyGradientLoss` is the clipped surrogate or the plain policy gradient (+ KL to `KLReference`) as its
+`RowLoss`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -25,8 +24,6 @@ from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate_sum, ppo_clip_tokens
 from proctor.trajectory import Trajectory
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -94,14 +91,6 @@ class KLReference:
                 yield base
 
 
-def autocast(device: str, dtype: str | None) -> contextlib.AbstractContextManager:
-    """Autocast to `dtype` ("bfloat16", "float16") on `device`, as the engine's training forward runs
-    (`proctor.training.precision.autocast_dtype`); no autocast for None."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=getattr(torch, dtype))
-
-
 @torch.no_grad()
 def set_logprobs(model: torch.nn.Module, rows: Sequence[StepRow], attr: str, pad_id: int, batch_size: int) -> None:
     """Set `attr` of every row to its completion's per-token log-probs under `model`."""
@@ -112,42 +101,22 @@ def set_logprobs(model: torch.nn.Module, rows: Sequence[StepRow], attr: str, pad
             setattr(r, attr, logps[b][mask[b].bool()].float().cpu().tolist())
 
 
-def fill_logprobs(policy: torch.nn.Module, reference: KLReference | torch.nn.Module | None, rows: Sequence[StepRow],
-                  pad_id: int, batch_size: int, autocast_dtype: str | None = None) -> float | None:
+def fill_logprobs(policy: torch.nn.Module, reference: KLReference | None, rows: Sequence[StepRow], pad_id: int,
+                  batch_size: int, precision: str = "fp32") -> float | None:
     """Set every row's old (and reference) per-token log-probs, computed by the training forward pass in eval
-    mode (under the engine's autocast `autocast_dtype`, so the first ratio is 1); returns the largest
+    mode (under the engine's autocast of `precision`, so the first ratio is 1); returns the largest
     |sampling − old| gap over rows that stored sampling log-probs (None: none did)."""
+    from proctor.training.precision import autocast
+
     policy.eval()
-    device = str(next(policy.parameters()).device)
-    with autocast(device, autocast_dtype):
+    with autocast(precision, str(next(policy.parameters()).device)):
         set_logprobs(policy, rows, "old_logprobs", pad_id, batch_size)
         if reference is not None:
-            with (reference.model() if isinstance(reference, KLReference) else contextlib.nullcontext(reference)) \
-                    as ref:
+            with reference.model() as ref:
                 set_logprobs(ref, rows, "ref_logprobs", pad_id, batch_size)
     gaps = [max(abs(a - b) for a, b in zip(r.sampling_logprobs, r.old_logprobs, strict=True)) for r in rows
             if r.sampling_logprobs and len(r.sampling_logprobs) == len(r.old_logprobs)]
     return max(gaps) if gaps else None
-
-
-def minibatches(rows: Sequence[Any], size: int, epochs: int, rng: random.Random, min_rows: int = 1
-                ) -> list[list[Any]]:
-    """The global batches of `epochs` passes over `rows`: each pass a shuffle (by `rng`, the trainer's own
-    generator, so the order does not depend on the number of processes) cut into minibatches of `size` rows.
-    A pass's last minibatch with fewer than `min_rows` rows (processes × accumulation steps, which each need
-    one) is left out, with a warning."""
-    out: list[list[Any]] = []
-    for _ in range(epochs):
-        order = list(range(len(rows)))
-        rng.shuffle(order)
-        for start in range(0, len(order), size):
-            chunk = [rows[i] for i in order[start:start + size]]
-            if len(chunk) < min_rows:
-                log.warning("a minibatch of %d rows left out: fewer than processes × gradient_accumulation_steps "
-                            "= %d", len(chunk), min_rows)
-                continue
-            out.append(chunk)
-    return out
 
 
 def aggregation_weight(rows: Sequence[StepRow], aggregation: Aggregation) -> float:
@@ -156,17 +125,22 @@ def aggregation_weight(rows: Sequence[StepRow], aggregation: Aggregation) -> flo
     return float(sum(len(r.completion_ids) for r in rows) if aggregation == "token-mean" else len(rows))
 
 
-class ClippedPolicyLoss:
-    """The engine's `RowLoss` of the clipped surrogate (`ppo_clip_tokens`) plus `kl_coef`·KL(π‖π_ref) per token
-    (`KL_PENALTIES[kl_estimator]` against the rows' `ref_logprobs`), both aggregated by `aggregation`: the
-    call returns Σ over the aggregation's items (`aggregate_sum`; tokens, or rows for `seq-mean-*`) and the
-    weight counts them, so a step's loss is exactly `aggregate` over its global batch. Stats (`clipfrac`,
-    `approx_kl`, `ratio`, `kl`) are aggregated in the same way."""
+class PolicyGradientLoss:
+    """The engine's `RowLoss` of a token-level policy gradient over `StepRow`s: per token ℓ_h = PPO's clipped
+    surrogate against the rows' `old_logprobs` (`ppo-clip`, `ppo_clip_tokens`, ε_low/ε_high) or −A·log π(a^h |
+    s, a^{<h}) (`pg`, ArCHer's actor), plus `kl_coef`·KL(π‖π_ref)_h (`KL_PENALTIES[kl_estimator]` against the
+    rows' `ref_logprobs`), aggregated by `aggregation`: the call returns Σ over the aggregation's items
+    (`aggregate_sum`: tokens, or rows for `seq-mean-*`) and the weight counts them, so a step's loss is exactly
+    `aggregate` over its global batch. Stats over the same items: `kl` aggregated as the loss; `advantage` and
+    PPO's `clipfrac`, `approx_kl`, `ratio` as each item's token mean."""
 
-    def __init__(self, pad_id: int, clip_low: float, clip_high: float | None, aggregation: Aggregation,
-                 kl_coef: float = 0.0, kl_estimator: str = "k3"):
-        self.pad_id, self.clip_low, self.clip_high, self.aggregation = pad_id, clip_low, clip_high, aggregation
+    def __init__(self, pad_id: int, aggregation: Aggregation, surrogate: Literal["ppo-clip", "pg"] = "ppo-clip",
+                 clip_low: float = 0.2, clip_high: float | None = None, kl_coef: float = 0.0,
+                 kl_estimator: str = "k3"):
+        self.pad_id, self.aggregation, self.surrogate = pad_id, aggregation, surrogate
+        self.clip_low, self.clip_high = clip_low, clip_high
         self.kl_coef, self.kl = kl_coef, KL_PENALTIES.get(kl_estimator) if kl_coef > 0 else None
+        self.per_item: Aggregation = "token-mean" if aggregation == "token-mean" else "seq-mean-token-mean"
 
     def weight(self, rows: Sequence[StepRow]) -> float:
         return aggregation_weight(rows, self.aggregation)
@@ -174,11 +148,17 @@ class ClippedPolicyLoss:
     def __call__(self, model: torch.nn.Module, rows: Sequence[StepRow]) -> tuple[torch.Tensor, dict[str, Any]]:
         logps, mask = completion_logprobs(model, [(r.prompt_ids, r.completion_ids) for r in rows], self.pad_id)
         width, dev = mask.shape[1], logps.device
-        old = right_aligned([r.old_logprobs for r in rows], width, dev)
         adv = right_aligned([r.advantages() for r in rows], width, dev)
-        loss, per_token = ppo_clip_tokens(logps, old, adv, self.clip_low, self.clip_high)
-        total = aggregate_sum(loss, mask, self.aggregation)
+        if self.surrogate == "ppo-clip":
+            old = right_aligned([r.old_logprobs for r in rows], width, dev)
+            tokens, per_token = ppo_clip_tokens(logps, old, adv, self.clip_low, self.clip_high)
+        else:
+            tokens, per_token = -adv * logps, {}
+        stats = {k: aggregate_sum(v.detach(), mask, self.per_item) for k, v in per_token.items()}
+        stats["advantage"] = aggregate_sum(adv, mask, self.per_item)
+        total = aggregate_sum(tokens, mask, self.aggregation)
         if self.kl is not None:
-            per_token["kl"] = self.kl(logps, right_aligned([r.ref_logprobs for r in rows], width, dev))
-            total = total + self.kl_coef * aggregate_sum(per_token["kl"], mask, self.aggregation)
-        return total, {k: aggregate_sum(v.detach(), mask, self.aggregation) for k, v in per_token.items()}
+            kl = self.kl(logps, right_aligned([r.ref_logprobs for r in rows], width, dev))
+            total = total + self.kl_coef * aggregate_sum(kl, mask, self.aggregation)
+            stats["kl"] = aggregate_sum(kl.detach(), mask, self.aggregation)
+        return total, stats

@@ -14,12 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proctor.training.precision import Precision
+from proctor.training.precision import Precision, resolve_device
 
 #: fields that an earlier version had, and what a config says now (one line each, before anything runs)
 RENAMED_FIELDS = {
     "dtype": "dtype: replaced by `precision` (auto | fp32 | bf16 | fp16 | bf16-pure): trainable weights are "
              "float32 unless precision is bf16-pure; remove `dtype`",
+    "warmup_steps": "warmup_steps: replaced by `warmup_ratio`, the share of the steps that warm up (e.g. 50 of "
+                    "1500 steps: 0.0333)",
+    "log_every": "log_every: replaced by `logging_steps`",
 }
 
 #: TrainingArguments fields the engine sets itself (from the fields above or the trainer's data)
@@ -77,6 +80,15 @@ class OptimizationConfig(BaseModel):
                 if old in data and old not in cls.model_fields:
                     raise ValueError(says)
         return data
+
+    @model_validator(mode="after")
+    def _device_and_precision(self) -> OptimizationConfig:
+        """The device exists (`cuda` on a CPU-only build is refused here, before anything loads) and can run the
+        precision (fp16 mixed precision needs CUDA)."""
+        device = resolve_device(self.device)
+        if self.precision == "fp16" and device == "cpu":
+            raise ValueError("precision fp16: fp16 mixed precision needs a CUDA device; on a CPU use fp32 or bf16")
+        return self
 
     @field_validator("training_args")
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -54,3 +55,22 @@ def barrier() -> None:
     """Wait for every process (a no-op with one)."""
     if world_size() > 1:
         _process_group().barrier()
+
+
+def finish() -> None:
+    """End a multi-process run: wait for every process, then tear the process group down (a process that exits
+    with its group alive can abort in the backend's destructor)."""
+    import torch
+
+    if world_size() > 1 and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
+def fresh_output_dir(folder: Path) -> None:
+    """Refuse a non-empty `folder` (trainers do not resume), then create it; every process checks before the
+    main one writes to it."""
+    if folder.exists() and any(folder.iterdir()):
+        raise FileExistsError(f"{folder}: output_dir is not empty; choose a new folder")
+    barrier()
+    folder.mkdir(parents=True, exist_ok=True)

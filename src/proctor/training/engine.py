@@ -16,6 +16,8 @@ same curve (up to float rounding).
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,7 +30,10 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArgu
 
 from proctor.progress import StageProgress
 from proctor.training.config import OptimizationConfig
+from proctor.training.distributed import world_size
 from proctor.training.precision import resolve_device, trainer_precision_args
+
+log = logging.getLogger(__name__)
 
 
 class RowLoss(Protocol):
@@ -168,12 +173,19 @@ class _StepRecorder(TrainerCallback):
         self.bar.advance(1, stats=f"loss {sum(r['loss'] for r in recent) / len(recent):.4f}")
 
 
+def warmup_steps(ratio: float, steps: int) -> int:
+    """The warm-up's steps: round(ratio·steps), at least 1 when ratio > 0 (transformers' own ceil of a float share
+    turns 0.07 of 100 steps, 7.000000000000001 in floating point, into 8)."""
+    return max(1, round(ratio * steps)) if ratio > 0 else 0
+
+
 def training_arguments(opt: OptimizationConfig, output_dir: Path, steps: int, **overrides: Any) -> TrainingArguments:
     """The `TrainingArguments` of an optimisation config for `steps` optimizer steps (see `config`)."""
     device = resolve_device(opt.device)
     args = {
         "output_dir": str(output_dir), "per_device_train_batch_size": 1, "max_steps": steps,
-        "learning_rate": opt.learning_rate, "weight_decay": opt.weight_decay, "warmup_steps": opt.warmup_ratio,  # a float in [0, 1) is a share of the steps
+        "learning_rate": opt.learning_rate, "weight_decay": opt.weight_decay,
+        "warmup_steps": warmup_steps(opt.warmup_ratio, steps),
         "lr_scheduler_type": opt.lr_scheduler_type,
         "max_grad_norm": opt.max_grad_norm if opt.max_grad_norm is not None else 0.0,
         "gradient_accumulation_steps": opt.gradient_accumulation_steps,
@@ -188,18 +200,49 @@ def training_arguments(opt: OptimizationConfig, output_dir: Path, steps: int, **
     return TrainingArguments(**args)
 
 
-def processes() -> int:
-    """The number of training processes (WORLD_SIZE under torchrun / accelerate launch, else 1)."""
-    import os
+def shuffled_batches(rows: Sequence[Any], batch_size: int, epochs: int, permutation: Callable[[int], list[int]],
+                     opt: OptimizationConfig) -> tuple[list[list[Any]], list[int]]:
+    """(the global batches of `epochs` passes over `rows`, each batch's epoch): each pass orders the rows by
+    `permutation(len(rows))` (the trainer's own generator, so the order does not depend on the number of
+    processes) and cuts them into batches of `batch_size`. A pass's last batch with fewer rows than processes ×
+    `gradient_accumulation_steps` (each micro-batch needs one) is left out, with a warning."""
+    parts = world_size() * opt.gradient_accumulation_steps
+    batches: list[list[Any]] = []
+    epoch_of: list[int] = []
+    for epoch in range(epochs):
+        order = permutation(len(rows))
+        for start in range(0, len(order), batch_size):
+            batch = [rows[i] for i in order[start:start + batch_size]]
+            if len(batch) < parts:
+                log.warning("epoch %d: a last batch of %d rows left out (fewer than processes × "
+                            "gradient_accumulation_steps = %d)", epoch, len(batch), parts)
+                continue
+            batches.append(batch)
+            epoch_of.append(epoch)
+    return batches, epoch_of
 
-    return int(os.environ.get("WORLD_SIZE", "1"))
+
+def shuffled(rng: random.Random | torch.Generator) -> Callable[[int], list[int]]:
+    """A `permutation` for `shuffled_batches`: 0..n−1 shuffled in place by a `random.Random`, or
+    `torch.randperm` with a `torch.Generator`."""
+    def permutation(n: int) -> list[int]:
+        if isinstance(rng, torch.Generator):
+            return torch.randperm(n, generator=rng).tolist()
+        order = list(range(n))
+        rng.shuffle(order)
+        return order
+
+    return permutation
 
 
 def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss, opt: OptimizationConfig,
         output_dir: str | Path, *, label: str = "train", optimizer_groups: Callable[[Any], list[dict]] | None = None,
-        clipped: Callable[[Any], Any] | None = None, resume_from_checkpoint: str | bool | None = None) -> FitResult:
+        clipped: Callable[[Any], Any] | None = None, epochs: Sequence[int] | None = None) -> FitResult:
     """Train `model` in place on `batches` (one global batch of rows per optimizer step, in order) with `loss`
-    and the optimisation config `opt`; Trainer checkpoints, if any, go to `output_dir`."""
+    and the optimisation config `opt`; Trainer checkpoints, if any, go to `output_dir`. `epochs`: each batch's
+    epoch (`shuffled_batches`), recorded in the curve."""
+    if not batches:
+        raise ValueError(f"{label}: no batch to train on")
     start = time.monotonic()
     args = training_arguments(opt, Path(output_dir), len(batches))
     items = shard_batches(batches, args.world_size, opt.gradient_accumulation_steps)
@@ -210,6 +253,8 @@ def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss,
                        enabled=opt.progress and trainer.is_world_process_zero()) as bar:
         trainer.remove_callback(PrinterCallback)  # stdout is the CLI's (JSON lines); the progress line reports
         trainer.add_callback(_StepRecorder(trainer, bar, curve))
-        trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+        trainer.train()
     model.eval()
+    if epochs is not None:
+        curve = [{"epoch": e, **row} for e, row in zip(epochs, curve, strict=True)]
     return FitResult(curve=curve, seconds=time.monotonic() - start, trainer=trainer)

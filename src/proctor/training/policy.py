@@ -103,6 +103,21 @@ def save_policy(model: torch.nn.Module, tokenizer: Any, folder: str | os.PathLik
     return out
 
 
+def save_trained(model: torch.nn.Module, tokenizer: Any, folder: str | os.PathLike, save_dtype: str,
+                 trainer: Any = None) -> Path:
+    """Save a trained model from every process's call: the full state dict gathered from the processes under
+    FSDP / ZeRO-3 (`saving_state_dict`; `trainer` None: nothing trained, the model as it is), written by the main
+    process (`save_policy`); returns once the folder is complete."""
+    from proctor.training.distributed import barrier, is_main_process
+
+    state_dict = saving_state_dict(trainer) if trainer is not None else None
+    if is_main_process():
+        unwrapped = trainer.accelerator.unwrap_model(trainer.model) if trainer is not None else model
+        save_policy(unwrapped, tokenizer, folder, save_dtype=save_dtype, state_dict=state_dict)
+    barrier()
+    return Path(folder)
+
+
 def saving_state_dict(trainer: Any) -> dict[str, torch.Tensor] | None:
     """The full state dict of a Trainer's model, gathered from every process under FSDP / DeepSpeed ZeRO-3
     (every process must call this); None when the model holds it whole (no sharding)."""

@@ -10,6 +10,7 @@ otherwise (Micikevicius et al. 2018, "Mixed Precision Training": an fp32 master 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, Literal
 
@@ -18,8 +19,17 @@ from proctor.models.loading import cuda_bf16, inference_dtype, resolve_device
 log = logging.getLogger(__name__)
 
 #: the inference rules every loader shares (`proctor.models.loading`), re-used here by the trainers
-__all__ = ["PRECISIONS", "Precision", "autocast_dtype", "cuda_bf16", "inference_dtype", "resolve_device",
-           "trainer_precision_args", "weights_dtype"]
+__all__ = [
+    "PRECISIONS",
+    "Precision",
+    "autocast",
+    "autocast_dtype",
+    "cuda_bf16",
+    "inference_dtype",
+    "resolve_device",
+    "trainer_precision_args",
+    "weights_dtype",
+]
 
 #: `auto`: bf16 autocast on a CUDA device with bf16, else float32; `fp32`: no autocast; `bf16` / `fp16`:
 #: autocast to that type (fp32 master weights); `bf16-pure`: weights and optimizer state in bf16 (not advised)
@@ -44,6 +54,18 @@ def weights_dtype(precision: str) -> str:
         log.warning(PURE_BF16_WARNING)
         return "bfloat16"
     return "float32"
+
+
+def autocast(precision: str, device: str) -> contextlib.AbstractContextManager:
+    """The autocast the engine's training forward runs under (`autocast_dtype`), for the passes outside the
+    Trainer that must match it (old and reference log-probs: the first ratio is then 1); a null context for
+    float32 compute."""
+    import torch
+
+    kind = autocast_dtype(precision, device)
+    if kind is None:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=getattr(torch, kind))
 
 
 def trainer_precision_args(precision: str, device: str) -> dict[str, Any]:
