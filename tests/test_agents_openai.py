@@ -73,6 +73,8 @@ def test_completions_endpoint_renders_the_same_prompt_as_chat(base_url, prefixes
     for c1, c2 in zip(chat.act(prefixes), comp.act(prefixes), strict=True):
         assert c1[0].raw_output == c2[0].raw_output
         assert c1[0].logprobs == pytest.approx(c2[0].logprobs, abs=1e-5)
+        assert c1[0].token_ids == c2[0].token_ids and len(c1[0].token_ids) == len(c1[0].logprobs)
+        assert c1[0].meta["prompt_tokens"] == c2[0].meta["prompt_tokens"]
     with pytest.raises(ValueError, match="tokenizer="):
         OpenAIAgent(base_url, NAME, endpoint="completions")
 
@@ -96,6 +98,8 @@ def test_rollout_with_the_agent(base_url, tmp_path):
     assert sorted(t.task_id for t in trajs) == sorted(tasks)
     assert all(1 <= len(t.steps) <= 3 and t.termination != "agent_error" for t in trajs)
     assert all(t.agent == a.describe() for t in trajs)
+    steps = [s for t in trajs for s in t.steps]
+    assert all(s.token_ids and len(s.token_ids) == len(s.logprobs) for s in steps)  # what RL trains on
 
 
 def test_unknown_model_is_an_agent_error_without_retry(base_url, prefixes):

@@ -17,17 +17,23 @@ from proctor.agents.openai_agent import OpenAIAgent
 PREFIX = Prefix(env="household", task_id="t0", task="put a mug in the fridge", observation="You are in a room.")
 
 
-def chat_body(content: str = "go to fridge 1") -> dict:
+def chat_body(content: str = "go to fridge 1", token_ids: bool = True) -> dict:
+    """A chat completion as vLLM answers it (`token_ids`, `prompt_token_ids` with return_token_ids)."""
     token = {"token": "go", "logprob": -0.25, "bytes": [103, 111], "top_logprobs": []}
     choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop",
               "logprobs": {"content": [token, token | {"token": " to fridge 1", "logprob": -1.5}]}}
-    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
+    if token_ids:
+        choice["token_ids"] = [7, 8]
+        body["prompt_token_ids"] = [1, 2, 3]
+    return body
 
 
 class ScriptedServer:
     """An HTTP server answering POSTs with the statuses of `script` in turn (then 200 with `chat_body`)."""
 
-    def __init__(self, script: list[int], delay: float = 0.0, headers: dict[str, str] | None = None):
+    def __init__(self, script: list[int], delay: float = 0.0, headers: dict[str, str] | None = None,
+                 token_ids: bool = True):
         self.script, self.delay, self.headers = list(script), delay, headers or {}
         self.requests: list[dict] = []
         self.in_flight = self.max_in_flight = 0
@@ -45,7 +51,7 @@ class ScriptedServer:
                 time.sleep(outer.delay)
                 with outer.lock:
                     outer.in_flight -= 1
-                payload = chat_body() if status == 200 else {"error": {"message": f"scripted {status}"}}
+                payload = chat_body(token_ids=token_ids) if status == 200 else {"error": {"message": f"scripted {status}"}}
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 for k, v in outer.headers.items():
@@ -148,3 +154,26 @@ def test_request_fields_and_api_key(monkeypatch):
 def test_wrong_number_of_choices_is_an_agent_error():
     with ScriptedServer([]) as srv, pytest.raises(AgentError, match="returned 1 choices for n=2"):
         make_agent(srv.url).act([PREFIX], n=2)
+
+
+def test_token_ids_and_prompt_length_are_kept():
+    with ScriptedServer([]) as srv:
+        cand = make_agent(srv.url).act([PREFIX])[0][0]
+        assert srv.requests[0]["body"]["return_token_ids"] is True
+    assert cand.token_ids == [7, 8] and cand.logprobs == [-0.25, -1.5] and cand.meta["prompt_tokens"] == 3
+
+
+def test_a_server_without_token_ids_is_one_clear_error_unless_turned_off():
+    with ScriptedServer([], token_ids=False) as srv:
+        with pytest.raises(AgentError, match="no token_ids.*return_token_ids=false"):
+            make_agent(srv.url).act([PREFIX])
+        cand = make_agent(srv.url, return_token_ids=False).act([PREFIX])[0][0]
+        assert "return_token_ids" not in srv.requests[-1]["body"]
+    assert cand.action == "go to fridge 1" and cand.token_ids is None
+
+
+def test_greedy_asks_once_and_repeats_the_completion():
+    with ScriptedServer([]) as srv:
+        cands = make_agent(srv.url, temperature=0.0).act([PREFIX], n=3)[0]
+        assert [r["body"]["n"] for r in srv.requests] == [1]
+    assert [c.action for c in cands] == ["go to fridge 1"] * 3 and cands[0].meta is not cands[1].meta

@@ -25,6 +25,8 @@ class Agent(ABC):
 
     #: short description stored in every trajectory's `agent` field
     name: str = "agent"
+    #: whether a server generates (the rollout engine then runs one task per episode; a local model batches)
+    served: bool = False
 
     @property
     def needs_expert_hints(self) -> bool:

@@ -10,6 +10,15 @@ For a batch of prefixes it sends one request per prefix, `concurrency` at a time
 Outputs are parsed with `parse_output`; the sampled tokens' logprobs go to `Candidate.logprobs`,
 `finish_reason` to `Candidate.meta` (and `finished` is True only for "stop").
 
+Token ids for RL (`return_token_ids`, vLLM's extra parameter, on by default; set it false for servers that
+refuse unknown parameters, e.g. OpenAI's): `Candidate.token_ids` are the ids the server generated, its
+end-of-turn token included when generation stopped on it (as the local agents store them; a stop string's
+tokens are not included, as vLLM drops them), and `meta["prompt_tokens"]` the prompt's length. The trainers
+rebuild the prompt's ids with the shared renderer and the model's tokenizer: on the completions endpoint that
+is the text sent; on the chat endpoint the server applies its own chat template to the same messages, which
+gives the same ids when the server's template is the tokenizer's (`tests/vllm/` checks it on SmolLM2).
+Greedy decoding (`temperature=0`) asks for one completion and repeats it `n` times (vLLM refuses n > 1 there).
+
 Retries: connection errors, timeouts and HTTP 408/409/429/5xx are retried `max_retries` times with
 exponential back-off (`backoff_delay`, or the server's Retry-After when it sends one); then, or at once
 for any other HTTP error, an `AgentError` names the URL, the status and the number of attempts. The API
@@ -19,6 +28,7 @@ is never logged.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -63,6 +73,8 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
 class OpenAIAgent(Agent):
     """A policy behind an OpenAI-compatible HTTP server (see module docstring)."""
 
+    served = True
+
     def __init__(
         self,
         base_url: str,
@@ -83,6 +95,7 @@ class OpenAIAgent(Agent):
         tokenizer: Any = None,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        return_token_ids: bool = True,
     ):
         if endpoint not in ("chat", "completions"):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
@@ -106,6 +119,7 @@ class OpenAIAgent(Agent):
         self.stop = list(stop) if stop else None
         self.concurrency, self.max_retries, self.seed, self.logprobs = concurrency, max_retries, seed, logprobs
         self.backoff, self.max_backoff = backoff, max_backoff
+        self.return_token_ids = return_token_ids
         self.url = f"{self.base_url}/{'chat/completions' if endpoint == 'chat' else 'completions'}"
         self.name = f"openai:{model}"
         self._client = openai.OpenAI(
@@ -147,15 +161,20 @@ class OpenAIAgent(Agent):
         return kwargs
 
     def _candidates(self, prefix: Prefix, n: int) -> list[Candidate]:
-        kwargs = self._common(prefix, n)
+        asked = 1 if self.temperature == 0 else n
+        kwargs = self._common(prefix, asked)
+        extra: dict[str, Any] = {"return_token_ids": True} if self.return_token_ids else {}
         if self.endpoint == "chat":
             messages = render_messages(prefix, self.prompt)
             if self.logprobs:
                 kwargs["logprobs"] = True
-            resp = self._with_retries(lambda: self._client.chat.completions.create(messages=messages, **kwargs))
+            resp = self._with_retries(lambda: self._client.chat.completions.create(
+                messages=messages, extra_body=extra or None, **kwargs))
+            prompt_ids = getattr(resp, "prompt_token_ids", None)
             outputs = [
                 (c.index, c.message.content or "", c.finish_reason,
-                 [t.logprob for t in c.logprobs.content] if c.logprobs and c.logprobs.content is not None else None)
+                 [t.logprob for t in c.logprobs.content] if c.logprobs and c.logprobs.content is not None else None,
+                 getattr(c, "token_ids", None), prompt_ids)
                 for c in resp.choices
             ]
         else:
@@ -163,22 +182,32 @@ class OpenAIAgent(Agent):
             if self.logprobs:
                 kwargs["logprobs"] = 1
             resp = self._with_retries(lambda: self._client.completions.create(
-                prompt=text, extra_body={"add_special_tokens": False}, **kwargs
+                prompt=text, extra_body={"add_special_tokens": False, **extra}, **kwargs
             ))
             outputs = [
-                (c.index, c.text, c.finish_reason, list(c.logprobs.token_logprobs) if c.logprobs else None)
+                (c.index, c.text, c.finish_reason, list(c.logprobs.token_logprobs) if c.logprobs else None,
+                 getattr(c, "token_ids", None), getattr(c, "prompt_token_ids", None))
                 for c in resp.choices
             ]
-        if len(outputs) != n:
-            raise AgentError(f"{self.url} returned {len(outputs)} choices for n={n} (model {self.model!r})")
-        return [self._candidate(text, reason, lps) for _, text, reason, lps in sorted(outputs, key=lambda o: o[0])]
+        if len(outputs) != asked:
+            raise AgentError(f"{self.url} returned {len(outputs)} choices for n={asked} (model {self.model!r})")
+        if self.return_token_ids and any(o[4] is None for o in outputs):
+            raise AgentError(f"{self.url} returned no token_ids (model {self.model!r}): the server does not "
+                             "support return_token_ids (vLLM >= 0.10.2 does); set return_token_ids=false")
+        cands = [self._candidate(*o[1:]) for o in sorted(outputs, key=lambda o: o[0])]
+        return cands if asked == n else [cands[0]] + [dataclasses.replace(cands[0], meta=dict(cands[0].meta))
+                                                      for _ in range(n - 1)]
 
-    def _candidate(self, text: str, finish_reason: str | None, logprobs: list[float] | None) -> Candidate:
+    def _candidate(self, text: str, finish_reason: str | None, logprobs: list[float] | None,
+                   token_ids: list[int] | None, prompt_ids: list[int] | None) -> Candidate:
         cand = parse_output(text, self.prompt)
         cand.raw_output = text
         cand.logprobs = logprobs
+        cand.token_ids = list(token_ids) if token_ids is not None else None
         cand.finished = finish_reason == "stop"
         cand.meta["finish_reason"] = finish_reason
+        if prompt_ids is not None:
+            cand.meta["prompt_tokens"] = len(prompt_ids)
         return cand
 
     def _with_retries(self, call: Callable[[], T]) -> T:

@@ -7,9 +7,19 @@ from typing import Any
 
 
 def main() -> None:
+    """The `proctor` entry point; under torchrun it tears the process group down after the command."""
     from proctor.cli.commands import app
+    from proctor.training.distributed import finish
 
-    app()
+    succeeded = False
+    try:
+        app()
+        succeeded = True
+    except SystemExit as e:
+        succeeded = e.code in (0, None)
+        raise
+    finally:
+        finish(wait=succeeded)
 
 
 def __getattr__(name: str) -> Any:

@@ -59,12 +59,11 @@ def train_likelihood(
     from proctor.cli.errors import user_errors
     from proctor.cli.options import validated_config
     from proctor.prm.likelihood import LikelihoodPRMConfig, train_likelihood_prm
-    from proctor.training.distributed import finish, is_main_process
+    from proctor.training.distributed import is_main_process
 
     cfg = validated_config(config, LikelihoodPRMConfig)
     with user_errors(str(config)):
         out = train_likelihood_prm(cfg)
-    finish()
     if not is_main_process():
         return  # under torchrun one summary: the processes' lines would interleave
     typer.echo(json.dumps({"output_dir": str(cfg.output_dir), "examples": out["examples"], "skipped": out["skipped"],

@@ -13,7 +13,7 @@ import typer
 from proctor.cli.options import validated_config
 from proctor.cli.root import app
 from proctor.rl.trainers import TRAINERS, trainer
-from proctor.training.distributed import finish, is_main_process
+from proctor.training.distributed import is_main_process
 
 #: the registered methods as a choice for typer
 Method = Enum("Method", {name: name for name in TRAINERS}, type=str)
@@ -36,7 +36,6 @@ def train(
     cfg = validated_config(config, config_class, output_dir)
     with user_errors(str(config)):
         result = train_fn(cfg)
-    finish()
     if not is_main_process():
         return  # several processes: one summary, the processes' lines would interleave
     metrics = Path(cfg.output_dir) / entry.metrics_file if entry.metrics_file else None

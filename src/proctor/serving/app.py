@@ -192,11 +192,12 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
         result = await run(request, [prompt], req)
         choices = [
             {"index": j, "message": {"role": "assistant", "content": c.text}, "logprobs": chat_logprobs(c),
-             "finish_reason": c.finish_reason}
+             "finish_reason": c.finish_reason} | ({"token_ids": c.token_ids} if req.return_token_ids else {})
             for j, c in enumerate(result.completions[0])
         ]
+        ids = {"prompt_token_ids": result.prompt_ids[0]} if req.return_token_ids else {}
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": served_name, "choices": choices, "usage": usage(result)}
+                "model": served_name, "choices": choices, "usage": usage(result)} | ids
 
     @app.post("/v1/completions", dependencies=[Depends(check_key)])
     async def completions(req: CompletionRequest, request: Request) -> dict[str, Any]:
@@ -205,6 +206,7 @@ def create_app(generator: Generator, served_name: str, api_key: str | None = Non
         choices = [
             {"index": i * req.n + j, "text": c.text, "logprobs": completion_logprobs(c),
              "finish_reason": c.finish_reason}
+            | ({"token_ids": c.token_ids, "prompt_token_ids": result.prompt_ids[i]} if req.return_token_ids else {})
             for i, group in enumerate(result.completions)
             for j, c in enumerate(group)
         ]

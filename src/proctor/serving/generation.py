@@ -103,14 +103,17 @@ class Completion:
     finish_reason: str
     completion_tokens: int
     logprobs: list[TokenLogprob] | None = None
+    token_ids: list[int] | None = None
 
 
 @dataclass
 class GenerationResult:
-    """`completions[i]` holds the n samples for prompt i; `prompt_tokens[i]` its length in tokens."""
+    """`completions[i]` holds the n samples for prompt i; `prompt_tokens[i]` its length in tokens and
+    `prompt_ids[i]` its token ids."""
 
     completions: list[list[Completion]]
     prompt_tokens: list[int]
+    prompt_ids: list[list[int]]
 
 
 def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
@@ -252,7 +255,9 @@ class Generator:
         samples = [self._sample(b, new_tokens[b], chosen, top, params) for b in range(len(new_tokens))]
         n_prompts = len(prep.prompt_tokens)
         grouped = [samples[i * params.n : (i + 1) * params.n] for i in range(n_prompts)]
-        return GenerationResult(completions=grouped, prompt_tokens=prep.prompt_tokens)
+        ids = prep.enc["input_ids"].tolist()
+        prompt_ids = [row[width - n:] for row, n in zip(ids, prep.prompt_tokens, strict=True)]  # left-padded
+        return GenerationResult(completions=grouped, prompt_tokens=prep.prompt_tokens, prompt_ids=prompt_ids)
 
     def _sample(
         self,
@@ -276,4 +281,5 @@ class Generator:
                 )
                 for i in range(generated)
             ]
-        return Completion(text=text, finish_reason=reason, completion_tokens=generated, logprobs=logprobs)
+        return Completion(text=text, finish_reason=reason, completion_tokens=generated, logprobs=logprobs,
+                          token_ids=ids[:generated])

@@ -3,7 +3,8 @@
 Fields the server does not implement are rejected with a clear 400 when set to anything but their neutral
 value; unknown extra fields are ignored (as vLLM does). `add_special_tokens` is vLLM's extra parameter:
 whether the tokenizer adds its special tokens (BOS) to the prompt; clients that render a chat template
-themselves send `false`.
+themselves send `false`. `return_token_ids`, also vLLM's: each choice carries the generated `token_ids` (the
+end-of-turn token included) and the response the prompt's `prompt_token_ids` (per choice on /v1/completions).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class _Request(BaseModel):
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: dict[str, float] | None = None
+    return_token_ids: bool = False
 
     @field_validator("stop")
     @classmethod

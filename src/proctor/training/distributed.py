@@ -8,6 +8,7 @@ so the samples are the policy's whatever process draws them. Only the main proce
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,14 +58,17 @@ def barrier() -> None:
         _process_group().barrier()
 
 
-def finish() -> None:
-    """End a multi-process run: wait for every process, then tear the process group down (a process that exits
-    with its group alive can abort in the backend's destructor)."""
-    import torch
-
-    if world_size() > 1 and torch.distributed.is_initialized():
+def finish(wait: bool = True) -> None:
+    """End a multi-process run: wait for every process (`wait`), then tear the process group down. A process
+    that exits with its group alive can abort in the backend's destructor (gloo: "terminate called without an
+    active exception"). Called by the `proctor` entry point after every command; `wait=False` after a failure,
+    when the other processes may never reach the barrier. A no-op when torch was never imported."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        return
+    if wait:
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    torch.distributed.destroy_process_group()
 
 
 def fresh_output_dir(folder: Path) -> None:
