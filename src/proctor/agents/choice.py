@@ -17,6 +17,10 @@ Each `Candidate` keeps what RL needs: `token_ids` (the reply's ids, end-of-turn 
 `meta["choice_prob"]` (p_i at the agent's temperature; at T = 0 the T = 1 probability). Prefixes without an
 admissible list fall back to free generation (`HFAgent` on the same model).
 
+Served (`server=`, a `ServedLogprobs`): the model runs in a vLLM server; the ids are built here with the model
+folder's tokenizer, as for the local model, and the server returns their log-probabilities (`prompt_logprobs`);
+free generation goes to the same server (`OpenAIAgent`, completions endpoint).
+
 Cost: one forward pass per call. Each prompt runs once, with all its replies after it in the same row and a 4D
 attention mask that lets each reply see the prompt and itself only (`proctor.models.shared_prefix`; 1.57× the
 speed of the prompt pass + reply pass it replaced at 50 household states, `bench/choice_scoring.py`). The first call, and models whose
@@ -29,17 +33,20 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from proctor.agents.base import Agent, Candidate, Prefix
-from proctor.agents.generation_utils import eos_token_ids
+from proctor.agents.generation_utils import config_eos_token_ids
 from proctor.agents.prefix_cache import reusable_cache
 from proctor.models.kv_cache import cache_kwargs, output_cache
 from proctor.models.shared_prefix import shared_prefix_logprobs, takes_tree_mask
 from proctor.prompts.render import PromptConfig, format_action, render_messages, render_prompt
 from proctor.seeding import stable_seed
+
+if TYPE_CHECKING:
+    from proctor.agents.served_logprobs import ServedLogprobs
 
 _SENTINEL = "\u0000REPLY\u0000"
 
@@ -93,16 +100,30 @@ class ChoiceAgent(Agent):
         device: Any = "auto",
         dtype: Any = "auto",
         max_new_tokens: int = 48,
+        server: ServedLogprobs | None = None,
     ):
         """`batch_size`: most (prefix, action) rows per forward pass (None: all of a call's rows at once).
+        `server`: score on that server instead (`model_or_path` then gives the tokenizer only).
         `max_new_tokens` applies to the free-generation fallback. `device` / `dtype` place a model loaded from
         a path (`proctor.models.loading.load`: auto = CUDA when there is one, bf16 there, else CPU float32); a
         model object given stays where it is unless `device` names one."""
-        from proctor.models.loading import load, move_model, prepare_tokenizer
+        from proctor.models.loading import load, load_tokenizer, move_model, prepare_tokenizer
 
         if temperature < 0 or (batch_size is not None and batch_size < 1):
             raise ValueError(f"bad settings: temperature={temperature} (>= 0), batch_size={batch_size} (>= 1)")
-        if isinstance(model_or_path, (str, os.PathLike)):
+        self.server = server
+        if server is not None:
+            if not isinstance(model_or_path, (str, os.PathLike)):
+                raise ValueError("a served ChoiceAgent takes the model's folder or hub name (for its tokenizer)")
+            from transformers import GenerationConfig
+
+            self.model_name, self.model = str(model_or_path), None
+            self.tokenizer = prepare_tokenizer(load_tokenizer(model_or_path))
+            try:
+                generation_config = GenerationConfig.from_pretrained(model_or_path)
+            except OSError:
+                generation_config = None
+        elif isinstance(model_or_path, (str, os.PathLike)):
             self.model_name = str(model_or_path)
             self.model, self.tokenizer = load(model_or_path, dtype=dtype, device=device)
         else:
@@ -112,21 +133,26 @@ class ChoiceAgent(Agent):
             self.model_name = str(getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__)
             move_model(self.model, device)
             self.model.eval()
+        if self.model is not None:
+            generation_config = self.model.generation_config
         self.prompt = prompt if isinstance(prompt, PromptConfig) else PromptConfig.model_validate(prompt or {})
         self.temperature = float(temperature)
         self.seed = seed
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
-        self.eos_ids = set(eos_token_ids(self.model, self.tokenizer))
+        self.eos_ids = set(config_eos_token_ids(generation_config, self.tokenizer))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
         self._fallback: Agent | None = None
         self._reuse_kv: bool | None = None  # whether the model's cache can be shared by replies (known after a call)
         self.name = f"choice:{os.path.basename(self.model_name.rstrip('/')) or self.model_name}"
+        if server is not None:
+            self.name += f"@{server.base_url}"
 
     def describe(self) -> str:
         history = "full" if self.prompt.history is None else self.prompt.history
         sampling = "greedy" if self.temperature == 0 else f"T={self.temperature:g}"
-        return (f"{self.name} ({self.model_name}; admissible actions ranked by log-likelihood, {sampling}, "
+        served = f"; served as {self.server.describe()}" if self.server is not None else ""
+        return (f"{self.name} ({self.model_name}{served}; admissible actions ranked by log-likelihood, {sampling}, "
                 f"format={self.prompt.format}, history={history}, seed={self.seed})")
 
     # -- acting ---------------------------------------------------------------------------------------
@@ -158,6 +184,12 @@ class ChoiceAgent(Agent):
         return [_copy(options[k]) for k in picks]
 
     def _generator(self) -> Agent:
+        if self._fallback is None and self.server is not None:
+            from proctor.agents.openai_agent import OpenAIAgent
+
+            self._fallback = OpenAIAgent(self.server.base_url, self.server.model, endpoint="completions",
+                                         tokenizer=self.tokenizer, prompt=self.prompt, temperature=self.temperature,
+                                         max_tokens=self.max_new_tokens, seed=self.seed)
         if self._fallback is None:
             from proctor.agents.hf import HFAgent
 
@@ -198,19 +230,29 @@ class ChoiceAgent(Agent):
         actions = [list(p.admissible_actions or []) for p in prefixes]
         rows = [(i, a, ids) for i, p in enumerate(prefixes)
                 for a, ids in zip(actions[i], self.reply_ids(p, actions[i]), strict=True)]
-        logprobs: list[list[float]] = []
-        size = self.batch_size or max(len(rows), 1)
-        with torch.inference_mode():
-            for start in range(0, len(rows), size):
-                chunk = rows[start:start + size]
-                used = sorted({i for i, _, _ in chunk})
-                logprobs += self._reply_logprobs([prompt_ids[i] for i in used],
-                                                 [(used.index(i), ids) for i, _, ids in chunk])
+        pairs = [(i, ids) for i, _, ids in rows]
+        if not rows:
+            logprobs: list[list[float]] = []
+        elif self.server is not None:
+            logprobs = self.server.reply_logprobs(prompt_ids, pairs)
+        else:
+            logprobs = self._local_logprobs(prompt_ids, pairs)
         out: list[list[Candidate]] = [[] for _ in prefixes]
         for (i, action, ids), lp in zip(rows, logprobs, strict=True):
             out[i].append(Candidate(
                 action=action, raw_output=format_action(action, None, self.prompt), token_ids=list(ids),
                 logprobs=lp, meta={"prompt_tokens": len(prompt_ids[i]), "choice_logprob": float(sum(lp))}))
+        return out
+
+    def _local_logprobs(self, prompt_ids: list[list[int]], pairs: list[tuple[int, list[int]]]) -> list[list[float]]:
+        """`_reply_logprobs` over chunks of `batch_size` rows, each chunk with the prompts it uses."""
+        out: list[list[float]] = []
+        size = self.batch_size or len(pairs)
+        with torch.inference_mode():
+            for start in range(0, len(pairs), size):
+                chunk = pairs[start:start + size]
+                used = sorted({i for i, _ in chunk})
+                out += self._reply_logprobs([prompt_ids[i] for i in used], [(used.index(i), ids) for i, ids in chunk])
         return out
 
     def _reply_logprobs(self, prompts: list[list[int]], replies: list[tuple[int, list[int]]]) -> list[list[float]]:

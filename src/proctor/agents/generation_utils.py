@@ -12,8 +12,13 @@ import torch
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
     """End-of-turn ids, sorted: the generation config's and the tokenizer's EOS, and <|im_end|> when it is
     one token of the vocabulary (ChatML models whose EOS is <|endoftext|> end a turn with it)."""
+    return config_eos_token_ids(model.generation_config, tokenizer)
+
+
+def config_eos_token_ids(generation_config: Any, tokenizer: Any) -> list[int]:
+    """`eos_token_ids` from a `GenerationConfig` (None: the tokenizer's alone), for a model not loaded here."""
     ids: set[int] = set()
-    gen_eos = model.generation_config.eos_token_id
+    gen_eos = getattr(generation_config, "eos_token_id", None)
     ids.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos] if gen_eos is not None else [])
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)

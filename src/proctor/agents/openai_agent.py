@@ -70,6 +70,34 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
         return None
 
 
+def with_retries(call: Callable[[], T], url: str, max_retries: int, backoff: float, max_backoff: float) -> T:
+    """`call()`, retried `max_retries` times on connection errors, timeouts and retryable statuses, with
+    exponential back-off (or the server's Retry-After); then an `AgentError` naming `url`, the status and the
+    number of attempts (at once for any other HTTP error)."""
+    attempts, attempt = max_retries + 1, 0
+    while True:
+        attempt += 1
+        try:
+            return call()
+        except openai.APIStatusError as e:
+            if not is_retryable(e.status_code) or attempt == attempts:
+                raise AgentError(
+                    f"{url} answered HTTP {e.status_code} (attempt {attempt} of {attempts}): {e.message[:500]}"
+                ) from e
+            retry_after = _retry_after(e)
+        except openai.APIConnectionError as e:
+            if attempt == attempts:
+                raise AgentError(
+                    f"could not reach {url} after {attempts} attempt(s): {type(e).__name__}: {e} "
+                    f"({e.__cause__ or 'no detail'})"
+                ) from e
+            retry_after = None
+        except openai.APIError as e:
+            raise AgentError(f"bad response from {url}: {type(e).__name__}: {e}") from e
+        wait = backoff_delay(attempt - 1, backoff, max_backoff)
+        time.sleep(wait if retry_after is None else min(max_backoff, retry_after))
+
+
 class OpenAIAgent(Agent):
     """A policy behind an OpenAI-compatible HTTP server (see module docstring)."""
 
@@ -128,7 +156,7 @@ class OpenAIAgent(Agent):
             timeout=timeout,
             max_retries=0,
         )
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-agent")
 
     def describe(self) -> str:
         return f"openai:{self.model}@{self.base_url} ({self.endpoint}, T={self.temperature}, top_p={self.top_p})"
@@ -136,14 +164,10 @@ class OpenAIAgent(Agent):
     def act(self, prefixes: Sequence[Prefix], n: int = 1) -> list[list[Candidate]]:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-agent")
         return list(self._pool.map(lambda p: self._candidates(p, n), prefixes))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._pool.shutdown(wait=True)
         self._client.close()
 
     def _common(self, prefix: Prefix, n: int) -> dict[str, Any]:
@@ -211,26 +235,4 @@ class OpenAIAgent(Agent):
         return cand
 
     def _with_retries(self, call: Callable[[], T]) -> T:
-        attempts, attempt = self.max_retries + 1, 0
-        while True:
-            attempt += 1
-            try:
-                return call()
-            except openai.APIStatusError as e:
-                if not is_retryable(e.status_code) or attempt == attempts:
-                    raise AgentError(
-                        f"{self.url} answered HTTP {e.status_code} (attempt {attempt} of {attempts}): "
-                        f"{e.message[:500]}"
-                    ) from e
-                retry_after = _retry_after(e)
-            except openai.APIConnectionError as e:
-                if attempt == attempts:
-                    raise AgentError(
-                        f"could not reach {self.url} after {attempts} attempt(s): {type(e).__name__}: {e} "
-                        f"({e.__cause__ or 'no detail'})"
-                    ) from e
-                retry_after = None
-            except openai.APIError as e:
-                raise AgentError(f"bad response from {self.url}: {type(e).__name__}: {e}") from e
-            wait = backoff_delay(attempt - 1, self.backoff, self.max_backoff)
-            time.sleep(wait if retry_after is None else min(self.max_backoff, retry_after))
+        return with_retries(call, self.url, self.max_retries, self.backoff, self.max_backoff)

@@ -205,6 +205,10 @@ class OpenAIConfig(AgentSpec):
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=5, ge=0)
     seed: int | None = 0
+    tokenizer: str | None = Field(default=None, description="the model's tokenizer (folder or hub name): the "
+                                  "completions endpoint renders the prompt with it")
+    return_token_ids: bool = Field(default=True, description="ask for the generated token ids (vLLM's "
+                                   "return_token_ids; RL needs them); false for servers that refuse it")
 
     def build(self) -> Agent:
         from proctor.agents.openai_agent import OpenAIAgent
@@ -212,7 +216,27 @@ class OpenAIConfig(AgentSpec):
         return OpenAIAgent(self.base_url, self.model, api_key_env=self.api_key_env, endpoint=self.endpoint,
                            prompt=self.prompt, temperature=self.temperature, top_p=self.top_p,
                            max_tokens=self.max_tokens, stop=self.stop, concurrency=self.concurrency,
-                           timeout=self.timeout, max_retries=self.max_retries, seed=self.seed)
+                           timeout=self.timeout, max_retries=self.max_retries, seed=self.seed,
+                           tokenizer=self.tokenizer, return_token_ids=self.return_token_ids)
+
+
+class ServerRef(BaseModel):
+    """A model served by vLLM (or another OpenAI-compatible server with `prompt_logprobs`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(default=None, description="the served model name (None: the server's only base model)")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="environment variable holding the API key")
+    rows_per_request: int = Field(default=8, ge=1, description="(state, action) rows scored per request (1 "
+                                  "against vLLM's CPU build with LoRA enabled)")
+    concurrency: int = Field(default=2, ge=1, description="requests in flight at once")
+
+    def client(self) -> Any:
+        from proctor.agents.served_logprobs import ServedLogprobs
+
+        return ServedLogprobs(self.base_url, self.model, api_key_env=self.api_key_env,
+                              rows_per_request=self.rows_per_request, concurrency=self.concurrency)
 
 
 class MixtureComponent(BaseModel):
@@ -300,10 +324,13 @@ class ChoiceConfig(AgentSpec):
     device: Device = "auto"
     dtype: Dtype = "auto"
     max_new_tokens: int = Field(default=48, ge=1, description="for states without an admissible list (generated)")
+    server: ServerRef | None = Field(default=None, description="score on this vLLM server (prompt_logprobs); "
+                                     "`model` then gives only the tokenizer")
 
     def build(self) -> Agent:
         from proctor.agents.choice import ChoiceAgent
 
         return ChoiceAgent(self.model, prompt=self.prompt, temperature=self.temperature, seed=self.seed,
                            batch_size=self.batch_size, device=self.device, dtype=self.dtype,
-                           max_new_tokens=self.max_new_tokens)
+                           max_new_tokens=self.max_new_tokens,
+                           server=self.server.client() if self.server is not None else None)

@@ -29,7 +29,11 @@ def rollout_cmd(
     split: Annotated[str, typer.Option("--split", help="task split")] = "test",
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
     samples: Annotated[int, typer.Option("--samples", help="rollouts per task (K)")] = 1,
-    batch: Annotated[int, typer.Option("--batch", help="envs stepped together (B)")] = 8,
+    batch: Annotated[int, typer.Option("--batch", help="envs stepped together (B; lockstep engine)")] = 8,
+    engine: Annotated[str, typer.Option("--engine", help="auto (async for a served agent) | lockstep (one agent "
+                                        "call per step for B envs) | async (each episode on its own)")] = "auto",
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help="async engine: episodes in flight (default: the agent's concurrency, else 32)")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="env step limit")] = None,
     workers: Annotated[int, typer.Option("--workers", help="env worker processes (0: in-process)")] = 0,
     backend: Annotated[str, typer.Option("--backend", help="local | ray (env workers as Ray actors)")] = "local",
@@ -61,6 +65,10 @@ def rollout_cmd(
     data.update(env_kwargs=env_kwargs, split=split, tasks=tasks, samples=samples, batch=batch, seed=seed,
                 workers=workers, backend=backend, step_timeout=step_timeout, retry_failed=retry_failed,
                 progress=progress)
+    if engine != "auto" or "engine" not in data:
+        data["engine"] = engine
+    if concurrency is not None:
+        data["concurrency"] = concurrency
     if env_module:
         data["env_module"] = env_module
     if data.get("env_module"):  # before validation: the module may register the env's experts

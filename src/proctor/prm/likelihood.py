@@ -357,9 +357,11 @@ class LikelihoodScorer:
 
     score_at = "action"
 
-    def __init__(self, path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto"):
+    def __init__(self, path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto",
+                 server: Any = None):
         """`device`: auto (or None) is CUDA when present, else the CPU; `dtype`: auto is bf16 on a CUDA device
-        with bf16, float32 elsewhere (`inference_dtype`)."""
+        with bf16, float32 elsewhere (`inference_dtype`). `server` (a `ServerRef`): the PRM's LM is served by
+        vLLM, which scores the actions (`prompt_logprobs`); the folder gives β, b, the prompt and the tokenizer."""
         from proctor.agents.choice import ChoiceAgent
 
         meta = json.loads((Path(path) / LIKELIHOOD_FILE).read_text())
@@ -370,7 +372,7 @@ class LikelihoodScorer:
         self.batch_size = batch_size
         device = resolve_device(device)
         self.agent = ChoiceAgent(path, prompt=self.prompt, device=device, dtype=inference_dtype(dtype, device),
-                                 batch_size=8 * batch_size)
+                                 batch_size=8 * batch_size, server=server.client() if server is not None else None)
 
     def _check(self, cfg: PromptConfig | None) -> None:
         if cfg is not None and PromptConfig.model_validate(cfg) != self.prompt:
@@ -410,13 +412,18 @@ class LikelihoodScorer:
         return out
 
 
-def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto") -> Any:
+def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto",
+                server: Any = None) -> Any:
     """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
     PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`; on `device` (auto or None:
-    CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32)."""
+    CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32). `server` (a
+    `proctor.agents.registry.ServerRef`): a likelihood PRM's LM served by vLLM scores instead."""
     device = resolve_device(device)
     if is_likelihood_prm(path):
-        return LikelihoodScorer(path, batch_size, device, dtype)
+        return LikelihoodScorer(path, batch_size, device, dtype, server=server)
+    if server is not None:
+        raise ValueError(f"{path}: a served PRM must be a likelihood PRM (a PRM head is served by `proctor prm "
+                         "serve`, which the search does not call yet)")
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.text_scorer import TextStepScorer
 

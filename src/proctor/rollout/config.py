@@ -40,7 +40,13 @@ class RolloutConfig(BaseModel):
     split: str = "test"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="rollouts per task (K)")
-    batch: int = Field(default=8, ge=1, description="envs stepped together (B)")
+    batch: int = Field(default=8, ge=1, description="envs stepped together (B; the lockstep engine)")
+    engine: Literal["auto", "lockstep", "async"] = Field(
+        default="auto", description="lockstep: one agent call per step for B envs (local models batch them); "
+        "async: each episode on its own, `concurrency` in flight (served models); auto: async when the agent "
+        "is served")
+    concurrency: int | None = Field(default=None, ge=1, description="async engine: episodes in flight (default: "
+                                    "the agent's own concurrency, else 32 for a served agent, else `batch`)")
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
     workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
     backend: Literal["local", "ray"] = "local"

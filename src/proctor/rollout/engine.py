@@ -1,4 +1,5 @@
-"""The batched rollout loop: K samples per task, B envs at once, one agent call per step for all of them.
+"""The rollout loop: K samples per task, run lockstep (one agent call per step for B envs at once; here) or
+async (one thread per episode slot; `proctor.rollout.async_engine`), chosen by `engine`.
 
 Continuous batching: `batch_size` env slots are kept busy; when an episode ends its slot is reset at once
 with the next pending work item, so every agent call sees a full batch until the work runs out. A work
@@ -6,6 +7,11 @@ item is a (task, sample) started from the task's first state, or a completion th
 trajectory's action prefix (`proctor.rollout.starts`). Each finished episode is appended to the
 `TrajectoryStore` as soon as it ends, so a killed run loses only the episodes in flight, and re-running the
 same call skips the stored (task, sample) pairs (resume).
+
+Which loop: `engine="auto"` runs async for a served agent (`agent.served` is true: a policy behind an HTTP
+server, which is kept busy only by many independent requests in flight) and lockstep for the rest (a local
+model batches the B prefixes of a step on its device). Both store the same episodes for an agent whose
+action depends only on the prefix.
 """
 
 from __future__ import annotations
@@ -17,19 +23,25 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from proctor.agents.base import Agent, AgentError, Candidate
 from proctor.envs.registry import EnvSpec
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.rollout.async_engine import AsyncRunner
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
+from proctor.rollout.slot_envs import SlotEnvs
 from proctor.trajectory import TrajectoryStore
 
 log = logging.getLogger(__name__)
 
 #: the store-manifest fields a resumed run must agree on (else its pairs would mix different runs)
 RUN_IDENTITY = ("env", "env_kwargs", "split", "seed", "agent", "start_from")
+#: the async engine's episodes in flight when neither the call nor the agent (`agent.concurrency`) says
+DEFAULT_SERVED_CONCURRENCY = 32
+
+Engine = Literal["auto", "lockstep", "async"]
 
 
 class AgentFailing(RuntimeError):
@@ -69,6 +81,32 @@ def open_store(out: TrajectoryStore | str | os.PathLike, identity: dict[str, Any
     return store
 
 
+def choose_engine(agent: Agent, engine: Engine = "auto", concurrency: int | None = None,
+                  batch_size: int = 8) -> tuple[str, int]:
+    """The loop to run and its width: ("lockstep", B) or ("async", episodes in flight).
+
+    "auto" is async when the agent is served (`getattr(agent, "served", False)`), else lockstep. The async
+    width is `concurrency`, else the agent's own request limit (`agent.concurrency`, e.g. the openai agent's
+    threads), else 32 for a served agent and `batch_size` for another."""
+    if engine not in ("auto", "lockstep", "async"):
+        raise ValueError(f"unknown rollout engine {engine!r}; choose 'auto', 'lockstep' or 'async'")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    served = bool(getattr(agent, "served", False))
+    if engine == "auto":
+        engine = "async" if served else "lockstep"
+    if engine == "lockstep":
+        return "lockstep", batch_size
+    own = getattr(agent, "concurrency", None)
+    own = own if isinstance(own, int) and not isinstance(own, bool) and own >= 1 else None
+    if concurrency is None:
+        concurrency = own or (DEFAULT_SERVED_CONCURRENCY if served else batch_size)
+    elif own is not None and concurrency > own:
+        log.warning("async rollout with concurrency %d, but the agent sends at most %d requests at a time "
+                    "(its own `concurrency`): raise that too for more in flight", concurrency, own)
+    return "async", concurrency
+
+
 def rollout(
     env_spec: EnvSpec,
     agent: Agent,
@@ -88,6 +126,8 @@ def rollout(
     max_agent_failures: int | None = 3,
     start_from: str | None = None,
     label: str = "rollout",
+    engine: Engine = "auto",
+    concurrency: int | None = None,
 ) -> TrajectoryStore:
     """Roll `agent` out on every work item not yet in `store`; returns the store.
 
@@ -95,8 +135,12 @@ def rollout(
     prefixes; `start_from` names their source for the run identity). `workers=0` steps envs in this
     process; `workers=W` hosts them in W worker processes (or Ray actors with `backend="ray"`), where a hung
     env (no answer within `step_timeout` s) or a crashed one ends its episode with `env_error` and the rest
-    go on. An `AgentError` ends the episodes of that batch with `agent_error`; when the first
-    `max_agent_failures` agent calls of a run all fail, `AgentFailing` stops it (what is done is kept).
+    go on. An `AgentError` ends the episodes of that agent call with `agent_error` (lockstep: the batch; async:
+    the one episode); when the first `max_agent_failures` agent calls of a run all fail, `AgentFailing`
+    stops it (what is done is kept).
+    `engine`: "lockstep" (B = `batch_size` envs stepped together), "async" (`concurrency` episodes in flight,
+    each on its own; the agent is called from that many threads at once, so it must be thread-safe), or
+    "auto" (see `choose_engine`: async for a served agent).
     The store comes back closed for writing (its lock released); it reads as usual.
     `retry_failed` re-runs stored pairs that ended in `env_error`/`agent_error` (the new record supersedes
     the old one). When the agent needs expert hints (the oracle expert), the env is made with them.
@@ -105,6 +149,7 @@ def rollout(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if step_timeout is not None and step_timeout <= 0:
         raise ValueError(f"step_timeout must be > 0 seconds (or None), got {step_timeout}")
+    engine, width = choose_engine(agent, engine, concurrency, batch_size)
     if agent.needs_expert_hints and not env_spec.kwargs.get("expert_hints"):
         env_spec = EnvSpec(env_spec.name, {**env_spec.kwargs, "expert_hints": True})
     identity = {"env": env_spec.name, "env_kwargs": env_spec.kwargs, "split": split, "seed": seed,
@@ -119,13 +164,23 @@ def rollout(
     else:
         todo = deque(plan(tasks, samples_per_task, seed, done))
         total = len(tasks) * samples_per_task
-    log.info("%s: %d of %d episodes to do, %d already in %s", label, len(todo), total, total - len(todo),
-             store.root)
+    log.info("%s: %d of %d episodes to do, %d already in %s (%s engine, %d at a time)", label, len(todo), total,
+             total - len(todo), store.root, engine, width)
     try:
-        if todo:
+        if todo and engine == "async":
+            runner = AsyncRunner(env_spec.name, agent, store, split, seed, max_agent_failures)
+            with (
+                SlotEnvs(env_spec, min(width, len(todo)), workers, backend, step_timeout,
+                         **(backend_options or {})) as envs,
+                RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
+            ):
+                runner.run(envs, todo, bar)
+            if runner.tripped is not None:
+                raise AgentFailing(runner.tripped)
+        elif todo:
             runner = _Runner(env_spec.name, agent, store, split, seed, max_agent_failures)
             with (
-                make_pool(env_spec, min(batch_size, len(todo)), workers, backend, step_timeout,
+                make_pool(env_spec, min(width, len(todo)), workers, backend, step_timeout,
                           **(backend_options or {})) as pool,
                 RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
             ):

@@ -85,7 +85,7 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
                     batch_size=cfg.batch, seed=cfg.seed, workers=cfg.workers, backend=cfg.backend,
                     step_timeout=cfg.step_timeout, progress=cfg.progress, retry_failed=cfg.retry_failed,
                     max_agent_failures=cfg.max_agent_failures, start_from=start_from,
-                    label="complete" if cfg.start else "rollout")
+                    label="complete" if cfg.start else "rollout", engine=cfg.engine, concurrency=cfg.concurrency)
     if cfg.start is not None:
         wanted = {w.key for w in tasks}
     else:

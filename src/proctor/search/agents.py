@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, register_agent
+from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, ServerRef, register_agent
 from proctor.search.scorer import check_prm_folder, load_scorer
 
 
@@ -26,6 +26,8 @@ class BestOfNConfig(AgentSpec):
     batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
     device: Device = "auto"
     dtype: Dtype = "auto"
+    prm_server: ServerRef | None = Field(default=None, description="vLLM serving the likelihood PRM's LM "
+                                         "(prompt_logprobs); the PRM folder gives β, b, prompt and tokenizer")
 
     @field_validator("prm")
     @classmethod
@@ -35,5 +37,5 @@ class BestOfNConfig(AgentSpec):
     def build(self) -> Agent:
         from proctor.search.best_of_n import BestOfNAgent
 
-        scorer = load_scorer(self.prm, self.batch, self.device, self.dtype)
+        scorer = load_scorer(self.prm, self.batch, self.device, self.dtype, self.prm_server)
         return BestOfNAgent(self.base.build(), scorer, self.n, states_per_pass=self.batch, prm_name=self.prm)

