@@ -26,6 +26,7 @@ from proctor.prompts import Prefix
 from proctor.prompts.render import PromptConfig, render_messages
 from proctor.rollout.engine import rollout
 from proctor.serving.vllm_server import PYTHON_ENV, VLLMServer, VLLMServerConfig
+from proctor.trajectory import TrajectoryStore
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.xdist_group("vllm")]
 
@@ -154,6 +155,26 @@ def test_errors_of_a_killed_server_are_recorded_and_a_resume_completes(policy_se
                     retry_failed=True)
     assert sorted(t.task_id for t in store.load()) == sorted(tasks)
     assert all(t.termination != "agent_error" for t in store.load())
+
+
+def test_grpo_samples_from_vllm_and_hot_loads_each_lora_iterate(policy_server, smol_dir, tmp_path):
+    from proctor.rl import served_policy
+    from proctor.rl.grpo import GRPOConfig, train_grpo
+
+    policy_server.stop()  # the run starts its own server
+    cfg = GRPOConfig.model_validate({
+        "policy": str(smol_dir), "output_dir": tmp_path / "grpo", "env": "household",
+        "env_kwargs": {"max_steps": 2}, "tasks": 2, "group_size": 2, "iterations": 2, "device": "cpu",
+        "progress": False, "agent": {"kind": "hf", "max_new_tokens": 12, "temperature": 1.0},
+        "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}, "learning_rate": 1e-4,
+        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8}}})
+    result = train_grpo(cfg)
+    assert len(result.iterations) == 2 and not served_policy._RUNS  # the server stopped with the run
+    assert "Application startup complete" in (tmp_path / "grpo" / "vllm.log").read_text()
+    for k, served_as in ((1, "openai:policy"), (2, "openai:iter-1")):
+        trajs = TrajectoryStore.open(tmp_path / "grpo" / f"iter-{k}" / "rollouts").load()
+        assert trajs and all(t.agent.startswith(served_as) for t in trajs)
+        assert all(s.token_ids and len(s.token_ids) == len(s.logprobs) for t in trajs for s in t.steps)
 
 
 def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):

@@ -54,6 +54,7 @@ from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import Aggregation
 from proctor.rl.replay import ReplayBuffer, Transition, transitions
+from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
 from proctor.training.distributed import is_main_process
@@ -171,6 +172,7 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
                    "wall_s": stage_seconds(clock)}
         record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
+    stop_generation_server(cfg)
     return ArCHerResult(Path(current), critic_dir, history)
 
 

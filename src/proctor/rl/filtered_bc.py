@@ -32,6 +32,7 @@ from proctor.credit.outcome import outcome
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
+from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.sft import SFTLoss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row
@@ -92,6 +93,7 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
                    "wall_s": stage_seconds(clock)}
         record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
+    stop_generation_server(cfg)
     return FilteredBCResult(Path(current), history)
 
 

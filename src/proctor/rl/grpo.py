@@ -45,6 +45,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import Aggregation
+from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs, step_row
 from proctor.training.engine import FitResult, RowLoss, fit, shuffled, shuffled_batches
 from proctor.training.policy import save_trained
@@ -124,6 +125,7 @@ def train_grpo(cfg: GRPOConfig) -> GRPOResult:
                    "wall_s": stage_seconds(clock)}
         record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
+    stop_generation_server(cfg)
     return GRPOResult(Path(current), history)
 
 

@@ -2,8 +2,9 @@
 `OnPolicyConfig`) and the agent that samples from the current iterate.
 
 Agents of kind `hf` (generation; no prefix cache, since the weights change between iterations) and `choice`
-(admissible actions by likelihood) run on the in-memory policy; any other kind with a `model` field is built
-on the current iterate's saved folder.
+(admissible actions by likelihood) run on the in-memory policy, or, with `generation: {engine: vllm}`, on a
+vLLM server that follows the iterate (`proctor.rl.served_policy`); any other kind with a `model` field is
+built on the current iterate's saved folder.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentSpec, agent_config
 from proctor.prompts import PromptConfig
+from proctor.rl.served_policy import GenerationConfig
 
 NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; on-policy training needs the policy's own "
                "actions (e.g. kind hf or choice)")
@@ -29,6 +31,8 @@ class OnPolicyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where the policy's samples "
+                                         "are generated: in memory, or by a managed vLLM server")
     fresh_tasks: bool = Field(default=False, description="iteration k rolls out on tasks (k−1)·N … k·N−1 of the "
                               "split (N = `tasks`, wrapping round it), so each iteration sees new tasks; False: "
                               "the same N tasks every iteration")
@@ -71,10 +75,19 @@ class OnPolicyConfig(BaseModel):
         return getattr(self.agent, "prompt", None) or PromptConfig()
 
 
-def make_sampler(agent: Any, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
-    """The agent that samples the policy's actions (see module docstring); `current` is the current iterate's
-    folder (the starting policy's name before the first save)."""
+def make_sampler(cfg: Any, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
+    """The agent that samples the policy's actions (see module docstring) for a trainer config `cfg` (its
+    `agent` and `generation`); `current` is the current iterate's folder (the starting policy's name before the
+    first save)."""
+    agent = cfg.agent
     policy.eval()
+    if cfg.generation.engine == "vllm" and agent.kind in ("hf", "choice"):
+        from proctor.rl.served_policy import served_policy
+        from proctor.training.policy import is_peft
+
+        served = served_policy(cfg, lora=is_peft(policy))
+        served.follow(current)
+        return served.sampler(agent, tokenizer)
     if agent.kind == "hf":
         from proctor.agents.hf import HFAgent
 
@@ -97,7 +110,7 @@ def sample_rollouts(cfg: Any, k: int, policy: torch.nn.Module, tokenizer: Any, c
     from proctor.training.distributed import on_main_then_broadcast
 
     def run() -> tuple[list[Any], dict[str, Any]]:
-        sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+        sampler = make_sampler(cfg, policy, tokenizer, current)
         if wrap is not None:
             sampler = wrap(sampler)
         try:

@@ -56,6 +56,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
+from proctor.rl.served_policy import stop_generation_server
 from proctor.training.distributed import is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit, shuffled, shuffled_batches
 from proctor.training.policy import save_trained
@@ -142,6 +143,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
         log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(rows),
                  steps[0]["loss"], steps[-1]["loss"])
     write_summary(cfg, current, history)
+    stop_generation_server(cfg)
     return OnlineDPOResult(Path(current), history)
 
 
@@ -151,7 +153,7 @@ def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenize
     """Stages 1-5 of iteration k with the current policy: (rollout summary, pair counts, the pairs with their
     reference log-probs, stage clock marks)."""
     clock = {"start": time.monotonic()}
-    sampler = make_sampler(cfg.agent, policy, tokenizer, current)
+    sampler = make_sampler(cfg, policy, tokenizer, current)
     # 1. states from the current policy's rollouts
     trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
     prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))

@@ -51,6 +51,7 @@ from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import Aggregation, aggregate_sum, value_loss_tokens
+from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import (
     KLReference,
     PolicyGradientLoss,
@@ -163,6 +164,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
                    "train": summarize_ppo(trained, fitted), "wall_s": stage_seconds(clock)}
         record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
+    stop_generation_server(cfg)
     return PPOResult(Path(current), critic_dir, history)
 
 

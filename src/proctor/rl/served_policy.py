@@ -1,0 +1,112 @@
+"""Generation by vLLM for the on-policy trainers: a managed server that follows the iterate.
+
+With `generation: {engine: vllm}` in a trainer's config, iteration k's rollouts (and online DPO's candidate
+actions) come from a vLLM server (`proctor.serving.vllm_server.VLLMServer`, started on the first iteration
+with the starting policy, logging to `output_dir/vllm.log`) instead of the in-memory policy:
+
+- LoRA training: the server runs with LoRA enabled and each saved iterate's adapters
+  (`<iter>/policy/adapter/`) are hot-loaded under the iteration's name (`iter-k`), which the sampler asks for;
+- full training: the server restarts on the saved iterate's folder.
+
+The sampler renders prompts with the shared renderer and sends them to the completions endpoint, so the token
+ids the trainers rebuild for a prompt are those the server saw, and stores the generated ids. `hf` agents
+map to the `openai` agent (temperature, top-p, stop strings, `max_new_tokens` → `max_tokens`, seed); `choice`
+agents score the admissible actions by `prompt_logprobs` on the same server (one row per request: vLLM's CPU
+build cannot batch them with LoRA on).
+The server is stopped by `stop_generation_server` at the end of a run (and at interpreter exit in any case).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.agents.base import Agent
+from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig
+from proctor.training.policy import ADAPTER_DIR
+
+log = logging.getLogger(__name__)
+
+SERVED_NAME = "policy"
+
+
+class GenerationConfig(BaseModel):
+    """Where the policy's samples are generated during on-policy training."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Literal["local", "vllm"] = Field(default="local", description="local: the in-memory policy; vllm: a "
+                                             "managed vLLM server that follows each iterate (LoRA hot-load, or a "
+                                             "restart on full weights)")
+    server: VLLMServerConfig = Field(default_factory=VLLMServerConfig, description="the vLLM server's settings")
+
+
+class ServedPolicy:
+    """The vLLM server of one training run, serving its current iterate (see module docstring)."""
+
+    def __init__(self, config: GenerationConfig, start: str, lora: bool, log_file: Path):
+        self.server = VLLMServer(start, SERVED_NAME, config.server.model_copy(update={"enable_lora": lora}),
+                                 log_file=log_file)
+        self.lora = lora
+        self.current = start
+        self.model = SERVED_NAME
+
+    def follow(self, current: str) -> str:
+        """Serve the iterate saved in `current` (the starting policy first); returns the model name to ask for."""
+        if not self.server.running:
+            self.server.start()
+        if current == self.current:
+            return self.model
+        adapter = Path(current) / ADAPTER_DIR
+        if self.lora and (adapter / "adapter_config.json").is_file():
+            self.model = self.server.load_lora(Path(current).parent.name or "iterate", adapter)
+        else:
+            self.server.restart(current)
+            self.model = SERVED_NAME
+        log.info("vLLM now serves %s as %r", current, self.model)
+        self.current = current
+        return self.model
+
+    def sampler(self, agent: Any, tokenizer: Any) -> Agent:
+        """The agent that samples from the served iterate, as `agent` (kind hf or choice) would locally."""
+        if agent.kind == "hf":
+            from proctor.agents.openai_agent import OpenAIAgent
+
+            return OpenAIAgent(self.server.base_url, self.model, endpoint="completions", tokenizer=tokenizer,
+                               prompt=agent.prompt, temperature=agent.temperature, top_p=agent.top_p,
+                               max_tokens=agent.max_new_tokens, stop=agent.stop, seed=agent.seed,
+                               api_key_env=self.server.config.api_key_env or "OPENAI_API_KEY")
+        if agent.kind == "choice":
+            from proctor.agents.choice import ChoiceAgent
+            from proctor.agents.served_logprobs import ServedLogprobs
+
+            scorer = ServedLogprobs(self.server.base_url, self.model, rows_per_request=1 if self.lora else 8,
+                                    concurrency=1 if self.lora else 2,
+                                    api_key_env=self.server.config.api_key_env or "OPENAI_API_KEY")
+            return ChoiceAgent(self.current, prompt=agent.prompt, temperature=agent.temperature, seed=agent.seed,
+                               max_new_tokens=agent.max_new_tokens, server=scorer)
+        raise ValueError(f"generation.engine vllm samples with agent kind hf or choice, not {agent.kind!r}")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+_RUNS: dict[str, ServedPolicy] = {}
+
+
+def served_policy(cfg: Any, lora: bool) -> ServedPolicy:
+    """The server of the run writing to `cfg.output_dir` (made on first use)."""
+    key = str(Path(cfg.output_dir).resolve())
+    if key not in _RUNS:
+        _RUNS[key] = ServedPolicy(cfg.generation, str(cfg.policy), lora, Path(cfg.output_dir) / "vllm.log")
+    return _RUNS[key]
+
+
+def stop_generation_server(cfg: Any) -> None:
+    """Stop the run's vLLM server, if it has one."""
+    run = _RUNS.pop(str(Path(cfg.output_dir).resolve()), None)
+    if run is not None:
+        run.stop()
