@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from proctor.pipeline import PipelineConfig, run_pipeline
-from proctor.pipeline.run import loop_store
 from proctor.pipeline.table import result_tables
 from proctor.trajectory import TrajectoryStore
 
@@ -112,7 +111,7 @@ def test_config_errors_name_the_field(tmp_path):
     res = CliRunner().invoke(app, ["run", str(tmp_path / "run.yaml")])
     assert res.exit_code == 2 and "model" in res.output
     # a PRM head's section: fields, values and TrainingArguments names, before any stage runs
-    cases = [({"los": "bce"}, "prm.los: Extra inputs are not permitted"),
+    cases = [({"los": "bce"}, "prm.los: not a field of the PRM head here"),
              ({"model": {"head": "scaler"}}, "prm.model.head: Input should be"),
              ({"loss": "bradley_terry"}, "prm: loss 'bradley_terry' reads preference pairs"),
              ({"training": {"max_step": 10}}, "prm.training.max_step: not an argument of transformers.TrainingArguments")]
@@ -176,10 +175,12 @@ def test_a_likelihood_prm_is_one_prm_option_of_the_loop(tmp_path):
     with pytest.raises(ValueError, match=r"prm.anchor: '\$demo' is neither `\$demos`"):
         PipelineConfig.model_validate(cfg)
     cfg["prm"] = {"kind": "likelihood", "anchor": "$rollouts", "anchor_weight": 1.0, "anchor_expert": "search"}
-    assert PipelineConfig.model_validate(cfg).prm["anchor"] == "$rollouts"
-    demos, rollouts = Path("run/demos"), Path("run/iter-0/targets/trajectories")
-    assert [loop_store(a, demos, rollouts) for a in ("$demos", "$rollouts", "data/x")] == \
-        [str(demos), str(rollouts), "data/x"]
+    valid = PipelineConfig.model_validate(cfg)
+    assert str(valid.prm.anchor) == "$rollouts"
+    # the loop fills its folders in: `$demos` its demonstrations, `$rollouts` the iteration's labelled rollouts
+    folders = {"$demos": "run/demos", "$rollouts": "run/iter-0/targets/trajectories"}
+    assert [valid.prm.model_copy(update={"anchor": a}).values(valid, folders)["anchor"]
+            for a in ("$demos", "$rollouts", Path("data/x"))] == [*folders.values(), Path("data/x")]
     for key in ("output_dir", "training"):
         cfg["prm"] = {"kind": "likelihood", key: "x"}
         with pytest.raises(ValueError, match=f"prm.{key}: not a field of the likelihood PRM here"):
@@ -267,7 +268,7 @@ def test_best_of_n_distillation_improves_the_policy_in_the_loop(tmp_path):
     assert (tmp_path / "run" / "iter-1" / "policy" / "model.safetensors").is_file()
     # its config errors, before any stage runs
     cases = [({"method": "bon"}, "improve.method: 'bon' is not one of online-dpo, bon-distill"),
-             ({"method": "bon-distill"}, "improve.states_from: bon-distill needs its states"),
+             ({"method": "bon-distill"}, "improve.states_from: required by best-of-N distillation"),
              ({"method": "bon-distill", "states_from": "$rollouts", "n_actions": 8},
               "improve.n_actions: not a field of best-of-N distillation here"),
              ({"method": "bon-distill", "states_from": "$rollouts", "n": 0}, "improve.n: Input should be greater"),

@@ -21,9 +21,9 @@ def test_scale_shrinks_sizes_but_not_below_one(tmp_path):
     full = pipeline_config(QuickstartConfig(out=tmp_path))
     small = pipeline_config(QuickstartConfig(out=tmp_path, scale=0.0001))
     assert small.demos.tasks == small.rollout.tasks == small.evaluate.tasks == 1
-    assert small.sft["steps"] == 1 < full.sft["steps"]
-    assert small.improve["max_states"] == 1 < full.improve["max_states"]  # π1's training states: π0's rollouts
-    assert small.improve["states_from"] == full.improve["states_from"] == "$rollouts"
+    assert small.sft.steps == 1 < full.sft.steps
+    assert small.improve.max_states == 1 < full.improve.max_states  # π1's training states: π0's rollouts
+    assert str(small.improve.states_from) == str(full.improve.states_from) == "$rollouts"
     assert small.evaluate.entries == full.evaluate.entries
 
 

@@ -8,17 +8,54 @@
 
 Agent configs in `evaluate` may use the placeholders `$policy` (the iteration's policy folder) and `$prm`
 (the iteration's PRM folder); `policy_agent` is how the policy acts (`$policy` is filled in).
+
+The trainer sections (`sft`, `prm`, `improve`, `targets`) are typed: each is made by `section_model` from its
+stage's config class (`SFTConfig`, `PRMTrainConfig` or `LikelihoodPRMConfig` by `prm.kind`, `OnlineDPOConfig` or
+`BonDistillConfig` by `improve.method`, `TargetsConfig`) with the same fields, less those the loop sets itself.
+Some fields default to the pipeline's own values (`seed`, the policy agent's `prompt`, ...: None until the stage
+is built) and some may name the loop's folders by placeholder (`$policy`, `$prm`, `$model`, `$demos`,
+`$rollouts`: `LoopRef`). The loop builds each stage's config with `StageSection.stage_config`, and validation
+builds it once already with the folders as placeholders, so that a bad field or value is one line naming
+`section.field` before any stage runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    create_model,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
+from proctor.credit.stage import TargetsConfig
 from proctor.pipeline.monitor import MonitorSection
+from proctor.prm.config import DataSection as PRMDataSection
+from proctor.prm.config import ModelSection as PRMModelSection
+from proctor.prm.config import PRMTrainConfig
+from proctor.prm.likelihood import LikelihoodPRMConfig
+from proctor.rl.bon_distill import BonDistillConfig
+from proctor.rl.online_dpo import OnlineDPOConfig
+from proctor.rl.sft import SFTConfig
+from proctor.training.config import training_argument_names
 
 
 class _Section(BaseModel):
@@ -96,75 +133,344 @@ class CandidatesSection(_Section):
     batch: int = Field(default=32, ge=1)
 
 
-#: the loop's own trajectory stores, as config values name them (`proctor.pipeline.run.loop_store`)
-LOOP_STORES = ("$demos", "$rollouts")
+# -- the trainer sections -----------------------------------------------------------------------------------
 
-#: how the loop improves π_k against Q_k (`improve.method`): AgentPRM's online DPO (`proctor.rl.online_dpo`) or
-#: best-of-N distillation (`proctor.rl.bon_distill`, whose `init: $prm` starts π_{k+1} from Q_k's LM)
-IMPROVE_METHODS = ("online-dpo", "bon-distill")
+#: the loop's folders as the trainer sections' loop fields name them (`StageSection.loop`): validation builds
+#: each stage's config with these placeholders standing for folders the loop has not made yet
+PLACEHOLDERS = ("$policy", "$prm", "$model", "$demos", "$rollouts", "$targets", "$candidates", "$out")
 
-
-def check_section(name: str, what: str, config: type[BaseModel], section: dict[str, Any],
-                  loop: dict[str, Any]) -> None:
-    """Validate the config section `name` before any stage runs, as the stage will build `config` from it:
-    `loop` holds the fields the loop sets itself, which the section may not name. Those, and the section's values
-    that name the loop's stores (`$demos`, `$rollouts`), are placeholders here: their errors (a folder the loop
-    has not made yet) are not the section's. The first problem is one line naming `name.field`."""
-    allowed = set(config.model_fields) - set(loop)
-    bad = sorted(set(section) - allowed)
-    if bad:
-        raise ValueError(f"{name}.{bad[0]}: not a field of {what} here (the loop sets {', '.join(sorted(loop))}); "
-                         f"fields: {', '.join(sorted(allowed))}")
-    try:
-        config.model_validate({**section, **loop})
-    except ValidationError as e:
-        filled = set(loop) | {k for k, v in section.items() if v in LOOP_STORES}
-        errors = [err for err in e.errors() if not (err["loc"] and err["loc"][0] in filled)]
-        if errors:
-            where = "".join(f".{part}" for part in errors[0]["loc"])
-            raise ValueError(f"{name}{where}: {errors[0]['msg'].removeprefix('Value error, ')}") from None
+#: a pipeline value for a section field left None (`inherit`) or a trainer field the section does not have
+PipelineValue = Callable[["PipelineConfig"], Any]
 
 
-def head_prm_config(cfg: PipelineConfig, policy: str, model_dir: str | None, labelled: str, out: str,
-                    pairs_of: str | None = None) -> Any:
-    """The `PRMTrainConfig` of a PRM head trained by the loop from its `prm` section: regression on the step
-    targets of the trajectories in `labelled`, or, with `pairs_of` (the candidates' completions), Bradley–Terry
-    on the pairs in `labelled`. `model.backbone` may be `$policy` (π_k, the default) or `$model`."""
-    from proctor.prm.config import PRMTrainConfig
-
-    section = {k: v for k, v in cfg.prm.items() if k != "kind"}
-    model = {"head": "scalar", "dtype": "float32", "backbone": "$policy", **section.pop("model", {})}
-    model["backbone"] = {"$policy": policy, "$model": model_dir}.get(model["backbone"], model["backbone"])
-    training = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
-                "dataloader_pin_memory": False, **section.pop("training", {}), "output_dir": out}
-    if pairs_of is None:
-        data = {"format": "trajectories", "target": cfg.targets.get("method", "mc-q"), **section.pop("data", {}),
-                "train": labelled}
-    else:
-        data = {"format": "targets", **section.pop("data", {}), "train": labelled, "trajectories": [pairs_of]}
-    loss = "bce" if pairs_of is None else "bradley_terry"
-    return PRMTrainConfig.model_validate({"loss": loss, "seed": cfg.seed, **section, "model": model,
-                                          "training": training, "data": data})
+def _is_store(path: str) -> bool:
+    return (Path(path) / "manifest.json").is_file()
 
 
-def check_head_prm(cfg: PipelineConfig) -> None:
-    """The `prm` section of a PRM head, checked before any stage runs: its fields and values (the loop's own
-    folders are placeholders) and the names of its `training` arguments (`transformers.TrainingArguments`)."""
-    import dataclasses
+@dataclasses.dataclass(frozen=True)
+class LoopRef:
+    """A section field that may name one of the loop's folders by a placeholder (`placeholders`: placeholder and
+    what the loop fills in), which does not exist when the config is validated; any other value must be
+    `other` (`exists`, when given, checks it now). The loop fills the placeholder in (`StageSection.stage_config`)."""
 
-    from transformers import TrainingArguments
+    placeholders: tuple[tuple[str, str], ...]
+    other: str
+    exists: Callable[[str], bool] | None = None
 
-    try:
-        pcfg = head_prm_config(cfg, "$policy", "$model", "$targets", "$out",
-                               "$candidates" if cfg.prm_candidates is not None else None)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = "".join(f".{part}" for part in err["loc"])
-        raise ValueError(f"prm{where}: {err['msg'].removeprefix('Value error, ')}") from None
-    known = {f.name for f in dataclasses.fields(TrainingArguments)}
-    bad = sorted(set(pcfg.training) - known)
-    if bad:
-        raise ValueError(f"prm.training.{bad[0]}: not an argument of transformers.TrainingArguments")
+    def __call__(self, value: Any) -> Any:
+        if value is None or str(value) in dict(self.placeholders):
+            return value
+        if str(value).startswith("$") or (self.exists is not None and not self.exists(str(value))):
+            names = ", ".join(f"`{p}` ({what})" for p, what in self.placeholders)
+            raise ValueError(f"{str(value)!r} is neither {names} nor {self.other}")
+        return value
+
+    def describe(self) -> str:
+        return "; or " + ", ".join(f"`{p}`: {what}" for p, what in self.placeholders)
+
+
+class _Part(_Section):
+    """A typed part of a trainer section: `trainer`'s fields (the config class, or the sub-config, it becomes)
+    but those the loop sets. Class attributes (set by `section_model`): what it is (messages), the fields the
+    loop sets, the fields that take a pipeline value when None (`inherit`), and those that may name a loop's
+    folder (`refs`)."""
+
+    trainer: ClassVar[type[BaseModel]]
+    what: ClassVar[str]
+    loop_sets: ClassVar[tuple[str, ...]] = ()
+    inherit: ClassVar[dict[str, PipelineValue]] = {}
+    refs: ClassVar[dict[str, LoopRef]] = {}
+
+    def values(self, cfg: PipelineConfig, folders: Mapping[str, str]) -> dict[str, Any]:
+        """The trainer's input from this part: its values, with the loop's `folders` for placeholders and the
+        pipeline's values for the `inherit` fields left None (omitted when the pipeline has none either: the
+        trainer's default)."""
+        dumped = self.model_dump()
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name not in self.trainer.model_fields:  # the union's tag (`kind`, `method`)
+                continue
+            if isinstance(value, _Part):
+                out[name] = value.values(cfg, folders)
+            elif name in self.refs and str(value) in folders:
+                out[name] = folders[str(value)]
+            elif name in self.inherit and value is None:
+                if (inherited := self.inherit[name](cfg)) is not None:
+                    out[name] = inherited
+            else:
+                out[name] = dumped[name]
+        return out
+
+    def placeholder_paths(self) -> list[tuple[str, ...]]:
+        """Where this part names one of the loop's folders by placeholder."""
+        paths: list[tuple[str, ...]] = [(name,) for name in self.refs if str(getattr(self, name)) in PLACEHOLDERS]
+        for name in type(self).model_fields:
+            if isinstance(part := getattr(self, name), _Part):
+                paths += [(name, *p) for p in part.placeholder_paths()]
+        return paths
+
+    @classmethod
+    def not_a_field(cls, name: str) -> str:
+        fields = sorted(cls.model_fields)
+        close = difflib.get_close_matches(name, fields, 1)
+        return (f"not a field of {cls.what} here" + (f" (the loop sets {', '.join(cls.loop_sets)})" if cls.loop_sets
+                                                     else "")
+                + (f" (did you mean {close[0]!r}?)" if close else "") + f"; fields: {', '.join(fields)}")
+
+    @classmethod
+    def error_line(cls, where: str, loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
+        """One line for a validation error at `loc` in this part: `where.field: problem`."""
+        owner: type[_Part] | None = cls
+        for step in loc[:-1]:  # the part that holds the field
+            field = owner.model_fields.get(str(step)) if owner is not None else None
+            owner = field.annotation if field is not None and isinstance(field.annotation, type) and \
+                issubclass(field.annotation, _Part) else None
+        field = owner.model_fields.get(str(loc[-1])) if owner is not None and loc else None
+        if error["type"] == "extra_forbidden" and owner is not None and loc:
+            message = owner.not_a_field(str(loc[-1]))
+        elif error["type"] == "missing" and owner is not None and field is not None:
+            message = f"required by {owner.what}: {field.description}"
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+        return f"{'.'.join([where, *map(str, loc)])}: {message}"
+
+
+class StageSection(_Part):
+    """A trainer section: the loop builds its stage's config from it (`stage_config`). `loop` holds the fields
+    the loop sets (a dotted path for a field of a part) with the placeholders of the folders they take; `forced`
+    the trainer fields set from the pipeline (`env`)."""
+
+    loop: ClassVar[dict[str, Any]] = {}
+    forced: ClassVar[dict[str, PipelineValue]] = {}
+
+    def stage_config(self, cfg: PipelineConfig, folders: Mapping[str, Any]) -> BaseModel:
+        """The stage's validated config: this section's `values` and the pipeline's `forced` ones, with the
+        `loop` fields set to the `folders` they name (a field whose folder is not given is left out)."""
+        given = {key: str(value) for key, value in folders.items() if value is not None}
+        data = {**self.values(cfg, given), **{name: get(cfg) for name, get in self.forced.items()}}
+        for path, template in self.loop.items():
+            names = template if isinstance(template, list) else [template]
+            if any(str(n).startswith("$") and n not in given for n in names):
+                continue
+            value = [given.get(n, n) for n in names] if isinstance(template, list) else given.get(template, template)
+            *parents, leaf = path.split(".")
+            target = data
+            for parent in parents:
+                target = target.setdefault(parent, {})
+            target[leaf] = value
+        return self.trainer.model_validate(data)
+
+    def check(self, name: str, cfg: PipelineConfig) -> None:
+        """Build the stage's config now, with the loop's folders as placeholders: the first problem that is not
+        the placeholders' (a folder the loop has not made yet) is one line naming `name.field`."""
+        try:
+            self.stage_config(cfg, {p: p for p in PLACEHOLDERS})
+        except ValidationError as e:
+            filled = [tuple(path.split(".")) for path in self.loop] + self.placeholder_paths()
+            errors = [err for err in e.errors() if not any(err["loc"][:len(p)] == p for p in filled)]
+            if errors:
+                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+                raise ValueError(self.error_line(name, errors[0]["loc"], errors[0]) + more) from None
+
+
+def section_model(name: str, trainer: type[BaseModel], what: str, doc: str, *, base: type[_Part] = StageSection,
+                  loop: Mapping[str, Any] | None = None, forced: Mapping[str, PipelineValue] | None = None,
+                  exclude: tuple[str, ...] = (), inherit: Mapping[str, tuple[str, PipelineValue]] | None = None,
+                  refs: Mapping[str, LoopRef] | None = None, defaults: Mapping[str, Any] | None = None,
+                  fields: Mapping[str, tuple[Any, FieldInfo]] | None = None,
+                  descriptions: Mapping[str, str] | None = None) -> type[_Part]:
+    """A section model with `trainer`'s fields (their types, constraints, defaults and descriptions) but those the
+    loop sets (`loop`'s top-level fields, `forced`, `exclude`), replaced or added by `fields`: an `inherit` field
+    is None by default, its pipeline value then (`name: (what, value)`); a `refs` field may name a loop's folder
+    (`LoopRef`); `defaults` are the loop's own defaults; `descriptions` describe trainer fields that have none."""
+    loop, forced, inherit, refs = dict(loop or {}), dict(forced or {}), dict(inherit or {}), dict(refs or {})
+    fields, defaults, descriptions = dict(fields or {}), dict(defaults or {}), dict(descriptions or {})
+    left_out = {path for path in loop if "." not in path} | set(forced) | set(exclude)
+    # the added fields (a union's tag) first, then the trainer's in its order (a validator may read earlier ones)
+    model_fields: dict[str, Any] = {key: value for key, value in fields.items() if key not in trainer.model_fields}
+    for field_name, info in trainer.model_fields.items():
+        if field_name in left_out:
+            continue
+        annotation: Any = info.annotation  # its constraints and validators are in `info`
+        if field_name in fields:
+            annotation, info = fields[field_name]
+        description = info.description or descriptions.get(field_name)
+        if field_name in inherit:
+            annotation = annotation | None
+            info = FieldInfo.merge_field_infos(info, default=None, default_factory=None,
+                                               description=f"{description} (None: {inherit[field_name][0]})")
+        elif field_name in defaults:
+            info = FieldInfo.merge_field_infos(info, default=defaults[field_name], default_factory=None,
+                                               description=description)
+        else:
+            info = FieldInfo.merge_field_infos(info, description=description)
+        if field_name in refs:
+            annotation = Annotated[annotation, BeforeValidator(refs[field_name])]
+            info = FieldInfo.merge_field_infos(info, description=f"{info.description}{refs[field_name].describe()}")
+        model_fields[field_name] = (annotation, info)
+    model = create_model(name, __base__=base, __doc__=doc, __module__=__name__, **model_fields)
+    model.trainer, model.what = trainer, what
+    model.loop_sets = tuple(sorted({*loop, *forced, *exclude}))
+    model.inherit = {field_name: value for field_name, (_, value) in inherit.items()}
+    model.refs = refs
+    if issubclass(model, StageSection):
+        model.loop, model.forced = loop, forced
+    return model
+
+
+def _seed(cfg: PipelineConfig) -> int:
+    return cfg.seed
+
+
+def _policy_prompt(cfg: PipelineConfig) -> Any:
+    return cfg.policy_agent.get("prompt")
+
+
+def _candidate_pairs(cfg: PipelineConfig) -> bool:
+    return cfg.prm_candidates is not None
+
+
+SEED = ("the pipeline's seed", _seed)
+POLICY_PROMPT = ("the policy agent's prompt", _policy_prompt)
+#: a trajectory store of the loop's, or one that exists now
+ROLLOUTS_REF = LoopRef((("$rollouts", "the iteration's rollouts"),), "a trajectory store (no manifest.json)", _is_store)
+ANCHOR_REF = LoopRef((("$demos", "the loop's demonstrations"), ("$rollouts", "the iteration's rollouts")),
+                     "a trajectory store (no manifest.json)", _is_store)
+
+SFTSection = section_model(
+    "SFTSection", SFTConfig, "SFT", "SFT of π0 on the loop's demonstrations (`proctor.rl.sft`).",
+    loop={"model": "$model", "data": "$demos", "output_dir": "$out"}, inherit={"seed": SEED})
+
+#: the loop's TrainingArguments for a PRM head (`prm.training` overrides them; the loop sets output_dir)
+HEAD_TRAINING = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
+                 "dataloader_pin_memory": False}
+
+
+def _training_arguments(training: dict[str, Any]) -> dict[str, Any]:
+    """`prm.training`'s keys name `transformers.TrainingArguments` fields, but output_dir (the loop's)."""
+    known = training_argument_names() - {"output_dir"}
+    for key, value in training.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, 1)
+            problem = ("set by the loop" if key == "output_dir" else "not an argument of transformers."
+                       "TrainingArguments" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValidationError.from_exception_data("training", [{
+                "type": PydanticCustomError("training_argument", problem), "loc": (key,), "input": value}])
+    return training
+
+
+class _HeadPRM(StageSection):
+    def values(self, cfg: PipelineConfig, folders: Mapping[str, str]) -> dict[str, Any]:
+        out = super().values(cfg, folders)
+        return {**out, "training": {**HEAD_TRAINING, **out["training"]}}
+
+
+HeadPRMModel = section_model(
+    "HeadPRMModel", PRMModelSection, "the PRM head's model", "The PRM head's backbone and head.", base=_Part,
+    refs={"backbone": LoopRef((("$policy", "π_k"), ("$model", "the starting model")), "a model folder or hub name")},
+    defaults={"backbone": "$policy", "dtype": "float32"},
+    descriptions={"head": "the head on the backbone (`proctor.prm.heads`)",
+                  "reward_tokens": "(bad, good) tokens of the `token` head", "trust_remote_code":
+                  "let transformers run the backbone's own modelling code"})
+HeadPRMData = section_model(
+    "HeadPRMData", PRMDataSection, "the PRM head's data", "What the PRM head reads; the loop sets the data.",
+    base=_Part, exclude=("train", "trajectories"),
+    inherit={"format": ("`trajectories` (the step targets), `targets` with `prm_candidates` (the pairs)",
+                        lambda cfg: "targets" if _candidate_pairs(cfg) else "trajectories"),
+             "target": ("`targets.method`", lambda cfg: None if _candidate_pairs(cfg) else cfg.targets.method)},
+    descriptions={"eval": "evaluation data (None: none)", "allow_missing_targets": "keep trajectories with a "
+                  "step whose target is missing", "format": "how the data is stored"})
+HeadPRMSection = section_model(
+    "HeadPRMSection", PRMTrainConfig, "the PRM head",
+    "A PRM head (`proctor prm train`) trained by the loop on π_k's step targets (regression), or on candidate "
+    "pairs with `prm_candidates` (Bradley–Terry).", base=_HeadPRM,
+    loop={"data.train": "$targets", "data.trajectories": ["$candidates"], "training.output_dir": "$out"},
+    inherit={"seed": SEED, "loss": ("bce on step targets, bradley_terry on candidate pairs",
+                                    lambda cfg: "bradley_terry" if _candidate_pairs(cfg) else "bce")},
+    fields={"kind": (Literal["head"], Field(default="head", description="a PRM head (`proctor prm train`; the "
+                                            "default)")),
+            "model": (HeadPRMModel, Field(default_factory=HeadPRMModel, description="the backbone (default `$policy`: "
+                                          "π_k) and its head")),
+            "data": (HeadPRMData, Field(default_factory=HeadPRMData, description="how the targets are read")),
+            "training": (Annotated[dict[str, Any], AfterValidator(_training_arguments)], Field(
+                default_factory=dict, description="transformers.TrainingArguments fields, over the loop's "
+                f"{HEAD_TRAINING} (the loop sets output_dir)"))},
+    descriptions={"tokenization": "how steps become tokens (`proctor.prm.tokenize`)", "loss": "the objective "
+                  "(`proctor.prm.objectives`)", "packing": "several examples per row (attention kept within "
+                  "each)"})
+
+LikelihoodPRMSection = section_model(
+    "LikelihoodPRMSection", LikelihoodPRMConfig, "the likelihood PRM",
+    "The likelihood PRM σ(β·log π_θ(a|s) + b) from π_k (`proctor.prm.likelihood`), on the step targets.",
+    loop={"policy": "$policy", "data": ["$targets"], "output_dir": "$out"},
+    inherit={"seed": SEED, "prompt": POLICY_PROMPT, "target": ("`targets.method`", lambda cfg: cfg.targets.method)},
+    refs={"anchor": ANCHOR_REF},
+    fields={"kind": (Literal["likelihood"], Field(description="the likelihood PRM (`proctor.prm.likelihood`)"))})
+
+OnlineDPOSection = section_model(
+    "OnlineDPOSection", OnlineDPOConfig, "online DPO",
+    "Online DPO of π_k against Q_k (`proctor.rl.online_dpo`; the default improvement).",
+    loop={"policy": "$policy", "prm": "$prm", "output_dir": "$out"},
+    forced={"env": lambda cfg: cfg.env, "env_kwargs": lambda cfg: cfg.env_kwargs},
+    inherit={"seed": SEED, "agent": ("`policy_agent`", lambda cfg: cfg.policy_agent)},
+    refs={"states_from": ROLLOUTS_REF},
+    fields={"method": (Literal["online-dpo"], Field(default="online-dpo", description="online DPO "
+                                                    "(`proctor.rl.online_dpo`; the default)")),
+            "agent": (dict[str, Any] | None, Field(
+                default=None, description="the policy's agent config while it samples, without `model` (the loop's; "
+                "None: `policy_agent`)"))})
+
+BonDistillSection = section_model(
+    "BonDistillSection", BonDistillConfig, "best-of-N distillation",
+    "Best-of-N(π_k, Q_k) distilled into a student (`proctor.rl.bon_distill`); needs the `choice` policy agent.",
+    loop={"policy": "$policy", "prm": "$prm", "output_dir": "$out"},
+    inherit={"seed": SEED, "prompt": POLICY_PROMPT},
+    refs={"states_from": ROLLOUTS_REF,
+          "init": LoopRef((("$prm", "Q_k's LM"), ("$policy", "π_k")), "a model folder", lambda p: Path(p).is_dir())},
+    fields={"method": (Literal["bon-distill"], Field(description="best-of-N distillation "
+                                                     "(`proctor.rl.bon_distill`)"))})
+
+
+class _Targets(StageSection):
+    @field_validator("method", check_fields=False)
+    @classmethod
+    def _registered(cls, method: str) -> str:
+        import proctor.credit  # noqa: F401  (fills the registry)
+        from proctor.credit.registry import get_method
+
+        try:
+            get_method(method)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        return method
+
+    @field_validator("params", check_fields=False)
+    @classmethod
+    def _params(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from proctor.credit.registry import make_config
+
+        if "method" in info.data:
+            make_config(info.data["method"], params)
+        return params
+
+
+TargetsSection = section_model(
+    "TargetsSection", TargetsConfig, "the targets stage",
+    "Per-step targets of π_k's rollouts (`proctor.credit`): a registered method and its parameters.", base=_Targets,
+    loop={"input": "$rollouts", "out": "$out", "split": "keep", "write_back": "$targets"},
+    fields={"method": (str, Field(default="mc-q", description="a registered credit method (`proctor targets "
+                                  "--help`)"))},
+    descriptions={"fractions": "train/valid/test shares of a split by task (unused: the loop keeps the splits)",
+                  "seed": "seed of a split by task (unused: the loop keeps the splits)"})
+
+PRMSection = Annotated[HeadPRMSection | LikelihoodPRMSection, Field(discriminator="kind")]
+ImproveSection = Annotated[OnlineDPOSection | BonDistillSection, Field(discriminator="method")]
+#: the trainer sections: (the union's tag, its members by tag, the first the default; untagged: None, {"": model})
+TRAINER_SECTIONS: dict[str, tuple[str | None, dict[str, type[_Part]]]] = {
+    "sft": (None, {"": SFTSection}), "prm": ("kind", {"head": HeadPRMSection, "likelihood": LikelihoodPRMSection}),
+    "improve": ("method", {"online-dpo": OnlineDPOSection, "bon-distill": BonDistillSection}),
+    "targets": (None, {"": TargetsSection})}
 
 
 class PipelineConfig(_Section):
@@ -176,94 +482,81 @@ class PipelineConfig(_Section):
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     model: ModelSection
     demos: DemoSection = Field(default_factory=DemoSection)
-    sft: dict[str, Any] = Field(default_factory=dict, description="SFTConfig fields (not model/data/output_dir)")
+    sft: SFTSection = Field(default_factory=SFTSection,
+                            description="SFT of π0: SFTConfig fields but model/data/output_dir (the loop's)")
     policy_agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "hf"},
                                          description="how the policy acts; `model` is filled in")
     iterations: int = Field(default=1, ge=0, description="policy-improvement iterations after SFT")
     rollout: TaskSection = Field(default_factory=lambda: TaskSection(split="train", samples=4))
-    targets: dict[str, Any] = Field(default_factory=lambda: {"method": "mc-q", "params": {"gamma": 0.95}})
+    targets: TargetsSection = Field(
+        default_factory=lambda: TargetsSection(method="mc-q", params={"gamma": 0.95}),
+        description="the step targets of π_k's rollouts: a credit method and its params (`proctor.credit`)")
     prm_candidates: CandidatesSection | None = Field(
         default=None, description="train the PRM on candidate-action pairs at the policy's states (None: on "
         "`targets` of its rollouts)")
-    prm: dict[str, Any] = Field(default_factory=dict, description="PRMTrainConfig fields: head, loss, training; "
-                                "model.backbone defaults to `$policy` (π_k), `$model` is the starting model; or "
-                                "`kind: likelihood` and LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: "
-                                "$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts)")
-    improve: dict[str, Any] = Field(default_factory=dict,
-                                    description="`method: online-dpo` (default) and OnlineDPOConfig fields (not "
-                                    "policy/prm/output_dir/env), or `method: bon-distill` and BonDistillConfig "
-                                    "fields (`init: $prm`: from Q_k's LM); `states_from: $rollouts` takes the "
-                                    "states from the iteration's rollouts")
+    prm: PRMSection = Field(default_factory=HeadPRMSection,
+                            description="Q_k: `kind: head` (default) and PRMTrainConfig fields (model.backbone "
+                            "`$policy`, π_k, or `$model`, the starting model), or `kind: likelihood` and "
+                            "LikelihoodPRMConfig fields (from π_k, its agent's prompt; `anchor: $demos` is the "
+                            "loop's demonstrations, `$rollouts` the iteration's rollouts)")
+    improve: ImproveSection = Field(default_factory=OnlineDPOSection,
+                                    description="π_{k+1}: `method: online-dpo` (default) and OnlineDPOConfig fields "
+                                    "(not policy/prm/output_dir/env), or `method: bon-distill` and "
+                                    "BonDistillConfig fields (`init: $prm`: from Q_k's LM); `states_from: "
+                                    "$rollouts` takes the states from the iteration's rollouts")
     evaluate: EvalSection
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
 
+    @field_validator(*TRAINER_SECTIONS, mode="wrap")
+    @classmethod
+    def _section(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """A trainer section (its union's tag defaults to the first member's); its first problem is one line
+        naming `section.field`."""
+        name = info.field_name
+        assert name is not None
+        tag, members = TRAINER_SECTIONS[name]
+        default_tag = tag is not None and isinstance(value, dict) and tag not in value
+        if default_tag:
+            value = {tag: next(iter(members)), **value}
+        try:
+            section = handler(value)
+            if default_tag:  # the default, not given (`_as_given`)
+                section.model_fields_set.discard(tag)
+            return section
+        except ValidationError as e:
+            err, loc, model = e.errors()[0], e.errors()[0]["loc"], next(iter(members.values()))
+            if err["type"] == "union_tag_invalid":
+                raise ValueError(f"{name}.{tag}: {value.get(tag)!r} is not one of {', '.join(members)}") from None
+            if tag is not None and loc and loc[0] in members:
+                model, loc = members[str(loc[0])], loc[1:]
+            more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+            raise ValueError(model.error_line(name, loc, err) + more) from None
+
+    @field_serializer(*TRAINER_SECTIONS)
+    def _as_given(self, section: _Part, info: SerializationInfo) -> dict[str, Any]:
+        """A trainer section is dumped as given (in `manifest.json`, the config a resume must match): the fields it
+        sets, not the trainer's defaults, which a later version may add to; each stage records its whole config."""
+        return section.model_dump(mode=info.mode, exclude_unset=True)
+
     @model_validator(mode="after")
-    def _prm_kind(self) -> PipelineConfig:
-        kind = self.prm.get("kind", "head")
-        if kind not in ("head", "likelihood"):
-            raise ValueError(f"prm.kind: {kind!r} is not 'head' (a PRM head, `proctor prm train`) or 'likelihood' "
-                             "(`proctor.prm.likelihood`)")
-        if kind == "likelihood" and self.prm_candidates is not None:
+    def _likelihood_on_step_targets(self) -> PipelineConfig:
+        if isinstance(self.prm, LikelihoodPRMSection) and self.prm_candidates is not None:
             raise ValueError("prm.kind 'likelihood' trains on step targets, not on candidate pairs (prm_candidates)")
-        if kind == "head":
-            check_head_prm(self)
-        if kind == "likelihood":
-            from proctor.prm.likelihood import LikelihoodPRMConfig
-
-            anchor = self.prm.get("anchor")
-            if anchor not in (None, *LOOP_STORES) and not (Path(anchor) / "manifest.json").is_file():
-                raise ValueError(f"prm.anchor: {anchor!r} is neither `$demos` (the loop's demonstrations), "
-                                 "`$rollouts` (the iteration's rollouts) nor a trajectory store (no manifest.json)")
-            prompt = self.policy_agent.get("prompt")
-            check_section("prm", "the likelihood PRM", LikelihoodPRMConfig,
-                          {"seed": self.seed, "target": self.targets.get("method", "mc-q"),
-                           **({"prompt": prompt} if prompt is not None else {}),
-                           **{k: v for k, v in self.prm.items() if k != "kind"}},
-                          {"policy": "$policy", "data": ["$targets"], "output_dir": "$out"})
         return self
 
     @model_validator(mode="after")
-    def _sft_fields(self) -> PipelineConfig:
-        from proctor.rl.sft import SFTConfig
-
-        check_section("sft", "SFT", SFTConfig, {"seed": self.seed, **self.sft},
-                      {"model": "$model", "data": "$demos", "output_dir": "$out"})
-        return self
-
-    @model_validator(mode="after")
-    def _improve_fields(self) -> PipelineConfig:
-        method = self.improve.get("method", "online-dpo")
-        if method not in IMPROVE_METHODS:
-            raise ValueError(f"improve.method: {method!r} is not one of {', '.join(IMPROVE_METHODS)}")
-        section = {k: v for k, v in self.improve.items() if k != "method"}
-        states = section.get("states_from")
-        if states not in (None, "$rollouts") and not (Path(states) / "manifest.json").is_file():
-            raise ValueError(f"improve.states_from: {states!r} is neither `$rollouts` (the iteration's rollouts) "
-                             "nor a trajectory store (no manifest.json)")
-        if method == "online-dpo":
-            from proctor.rl.online_dpo import OnlineDPOConfig
-
-            check_section("improve", "online DPO", OnlineDPOConfig, {"seed": self.seed, "agent": self.policy_agent,
-                                                                      **section},
-                          {"policy": "$policy", "prm": "$prm", "output_dir": "$out", "env": self.env,
-                           "env_kwargs": self.env_kwargs})
-            return self
-        from proctor.rl.bon_distill import BonDistillConfig
-
-        if self.policy_agent.get("kind") != "choice":
+    def _bon_distill_chooses(self) -> PipelineConfig:
+        if isinstance(self.improve, BonDistillSection) and self.policy_agent.get("kind") != "choice":
             raise ValueError(f"improve.method: bon-distill needs the `choice` policy agent (it distils over the env's "
                              f"admissible actions); policy_agent.kind is {self.policy_agent.get('kind')!r}")
-        if "states_from" not in section:
-            raise ValueError("improve.states_from: bon-distill needs its states: `$rollouts` (the iteration's "
-                             "rollouts of π_k) or a trajectory store")
-        init = section.get("init")
-        if init not in (None, "$prm", "$policy") and not Path(init).is_dir():
-            raise ValueError(f"improve.init: {init!r} is neither `$prm` (Q_k's LM), `$policy` (π_k) nor a model "
-                             "folder")
-        check_section("improve", "best-of-N distillation", BonDistillConfig,
-                      {"seed": self.seed, "prompt": self.policy_agent.get("prompt") or {}, **section},
-                      {"policy": "$policy", "prm": "$prm", "output_dir": "$out"})
+        return self
+
+    @model_validator(mode="after")
+    def _stages_build(self) -> PipelineConfig:
+        """Every trainer section makes its stage's config now (`StageSection.check`), before any stage runs."""
+        for name in TRAINER_SECTIONS:
+            getattr(self, name).check(name, self)
         return self
 
     @model_validator(mode="after")

@@ -27,8 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.pipeline.config import EvalEntry, PipelineConfig, head_prm_config
+from proctor.pipeline.config import EvalEntry, PipelineConfig
 from proctor.pipeline.manifest import Manifest
+from proctor.prm.likelihood import LikelihoodPRMConfig
+from proctor.rl.bon_distill import BonDistillConfig
+from proctor.rl.online_dpo import OnlineDPOConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +58,6 @@ def fresh_stage(work: Path, nxt: Path) -> None:
     if work.exists():
         shutil.rmtree(work)
     nxt.parent.mkdir(parents=True, exist_ok=True)
-
-
-def loop_store(name: str, demos: Path, rollouts: Path) -> str:
-    """A trajectory store named in the loop's config (a likelihood PRM's `anchor`, online DPO's `states_from`):
-    `$demos` is the loop's demonstrations, `$rollouts` the iteration's rollouts of π_k (its own states: as the
-    PRM's anchor with `anchor_expert`, DAgger's relabelling), else a store path."""
-    return {"$demos": str(demos), "$rollouts": str(rollouts)}.get(name, name)
 
 
 class Pipeline:
@@ -106,20 +102,19 @@ class Pipeline:
         return rec
 
     def sft(self, model: str, demos: Path, out: Path) -> None:
-        from proctor.rl.sft import SFTConfig, train_sft
+        from proctor.rl.sft import train_sft
 
-        scfg = SFTConfig(**{"seed": self.cfg.seed, **self.cfg.sft, "model": model, "data": demos,
-                            "output_dir": out})
+        scfg = self.cfg.sft.stage_config(self.cfg, {"$model": model, "$demos": demos, "$out": out})
         rec = self.manifest.stage("iter-0/sft", iteration=0, inputs=[demos], outputs=[out / "config.json"],
                                   config=scfg, run=lambda: train_sft(scfg))
         self.report("sft", rec)
 
     def targets(self, k: int, rollouts: Path) -> Path:
-        from proctor.credit.stage import TargetsConfig, run_targets
+        from proctor.credit.stage import run_targets
 
         out = self.out / f"iter-{k}" / "targets"
-        tcfg = TargetsConfig(**{**self.cfg.targets, "input": rollouts, "out": out, "split": "keep",
-                                "write_back": out / "trajectories"})
+        tcfg = self.cfg.targets.stage_config(self.cfg, {"$rollouts": rollouts, "$out": out,
+                                                        "$targets": out / "trajectories"})
         rec = self.manifest.stage(f"iter-{k}/targets", iteration=k, inputs=[rollouts],
                                   outputs=[out / "targets.parquet", out / "trajectories" / "manifest.json"],
                                   config=tcfg, run=lambda: run_targets(tcfg),
@@ -159,15 +154,17 @@ class Pipeline:
 
     def prm(self, k: int, policy: Path, labelled: Path, pairs_of: Path | None = None) -> Path:
         """Q_k on `policy`: regression on the targets of the trajectories in `labelled`, or, with `pairs_of`
-        (the candidates' completions), Bradley–Terry on the pairs in `labelled`."""
+        (the candidates' completions), Bradley–Terry on the pairs in `labelled`. The `prm` section may name the
+        starting model (`$model`), the loop's demonstrations (`$demos`) and the iteration's rollouts, with their
+        targets (`$rollouts`)."""
         from proctor.prm.trainer import train_prm
 
         out = self.out / f"iter-{k}" / "prm"
-        section = dict(self.cfg.prm)
-        if section.pop("kind", "head") == "likelihood":
-            return self.likelihood_prm(k, policy, labelled, out, section)
-        pcfg = head_prm_config(self.cfg, str(policy), self.model_dir, str(labelled), str(out),
-                               None if pairs_of is None else str(pairs_of))
+        pcfg = self.cfg.prm.stage_config(self.cfg, {
+            "$policy": policy, "$model": self.model_dir, "$demos": self.out / "demos", "$rollouts": labelled,
+            "$targets": labelled, "$candidates": pairs_of, "$out": out})
+        if isinstance(pcfg, LikelihoodPRMConfig):
+            return self.likelihood_prm(k, pcfg, policy, labelled, out)
 
         def train() -> list[float]:
             _, _, trainer = train_prm(pcfg)
@@ -183,18 +180,11 @@ class Pipeline:
         self.report("prm", rec)
         return out
 
-    def likelihood_prm(self, k: int, policy: Path, labelled: Path, out: Path, section: dict[str, Any]) -> Path:
+    def likelihood_prm(self, k: int, lcfg: LikelihoodPRMConfig, policy: Path, labelled: Path, out: Path) -> Path:
         """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
-        reading states with the policy agent's prompt; the anchor may name the loop's stores (`loop_store`)."""
-        from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
+        reading states with the policy agent's prompt (`lcfg`, from the `prm` section)."""
+        from proctor.prm.likelihood import LIKELIHOOD_FILE, train_likelihood_prm
 
-        prompt = self.cfg.policy_agent.get("prompt")
-        if "anchor" in section:
-            section["anchor"] = loop_store(section["anchor"], self.out / "demos", labelled)
-        lcfg = LikelihoodPRMConfig.model_validate({
-            "seed": self.cfg.seed, "target": self.cfg.targets.get("method", "mc-q"),
-            **({"prompt": prompt} if prompt is not None else {}), **section,
-            "policy": str(policy), "data": [str(labelled)], "output_dir": str(out)})
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
                                   outputs=[out / LIKELIHOOD_FILE], config=lcfg,
                                   run=lambda: train_likelihood_prm(lcfg),
@@ -244,14 +234,14 @@ class Pipeline:
         distillation (`bon-distill`)."""
         work = self.out / f"iter-{k}" / "improve"
         nxt = self.out / f"iter-{k + 1}" / "policy"
-        section = {key: v for key, v in self.cfg.improve.items() if key != "method"}
-        if "states_from" in section:  # `$rollouts`: π_k's rollouts of this iteration, already made for Q_k
-            section["states_from"] = loop_store(section["states_from"], self.out / "demos",
-                                                  self.out / f"iter-{k}" / "rollouts")
-        if self.cfg.improve.get("method") == "bon-distill":
-            train, dcfg = self._bon_distill(section, policy, prm, work, nxt)
+        # `$rollouts`: π_k's rollouts of this iteration, already made for Q_k
+        dcfg = self.cfg.improve.stage_config(self.cfg, {"$policy": policy, "$prm": prm, "$out": work,
+                                                        "$rollouts": self.out / f"iter-{k}" / "rollouts"})
+        if isinstance(dcfg, BonDistillConfig):
+            train = self._bon_distill(dcfg, work, nxt)
         else:
-            train, dcfg = self._online_dpo(k, section, policy, prm, work, nxt)
+            assert isinstance(dcfg, OnlineDPOConfig)
+            train = self._online_dpo(k, dcfg, policy, work, nxt)
         inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
         rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
                                   outputs=[nxt / "config.json"], config=dcfg, run=train,
@@ -259,13 +249,9 @@ class Pipeline:
         self.report("improve", rec)
         return nxt
 
-    def _online_dpo(self, k: int, section: dict[str, Any], policy: Path, prm: Path, work: Path, nxt: Path
-                    ) -> tuple[Callable[[], dict[str, Any]], Any]:
-        from proctor.rl.online_dpo import NoPreferencePairs, OnlineDPOConfig, train_online_dpo
-
-        dcfg = OnlineDPOConfig(**{"seed": self.cfg.seed, "agent": self.cfg.policy_agent, **section,
-                                  "policy": str(policy), "prm": prm, "output_dir": work, "env": self.cfg.env,
-                                  "env_kwargs": self.cfg.env_kwargs})
+    def _online_dpo(self, k: int, dcfg: OnlineDPOConfig, policy: Path, work: Path, nxt: Path
+                    ) -> Callable[[], dict[str, Any]]:
+        from proctor.rl.online_dpo import NoPreferencePairs, train_online_dpo
 
         def train() -> dict[str, Any]:
             fresh_stage(work, nxt)
@@ -278,15 +264,10 @@ class Pipeline:
             shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
             return {"iterations": result.iterations}
 
-        return train, dcfg
+        return train
 
-    def _bon_distill(self, section: dict[str, Any], policy: Path, prm: Path, work: Path, nxt: Path
-                     ) -> tuple[Callable[[], dict[str, Any]], Any]:
-        from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
-
-        dcfg = BonDistillConfig(**{"seed": self.cfg.seed, "prompt": self.cfg.policy_agent.get("prompt") or {},
-                                   **section, "init": fill(section.get("init"), policy, prm), "policy": str(policy),
-                                   "prm": str(prm), "output_dir": work})
+    def _bon_distill(self, dcfg: BonDistillConfig, work: Path, nxt: Path) -> Callable[[], dict[str, Any]]:
+        from proctor.rl.bon_distill import METRICS_FILE, train_bon_distill
 
         def train() -> dict[str, Any]:
             fresh_stage(work, nxt)
@@ -294,7 +275,7 @@ class Pipeline:
             metrics = json.loads((work / METRICS_FILE).read_text())
             return {key: metrics[key] for key in ("states", "mean_top_target", "curve", "seconds")}
 
-        return train, dcfg
+        return train
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
