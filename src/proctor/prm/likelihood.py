@@ -417,13 +417,15 @@ def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "au
     """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
     PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`; on `device` (auto or None:
     CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32). `server` (a
-    `proctor.agents.registry.ServerRef`): a likelihood PRM's LM served by vLLM scores instead."""
+    `proctor.agents.registry.ServerRef`) scores instead: vLLM serving a likelihood PRM's LM (`prompt_logprobs`),
+    or `proctor prm serve` serving a PRM head (`RemotePRMScorer`)."""
     device = resolve_device(device)
     if is_likelihood_prm(path):
         return LikelihoodScorer(path, batch_size, device, dtype, server=server)
     if server is not None:
-        raise ValueError(f"{path}: a served PRM must be a likelihood PRM (a PRM head is served by `proctor prm "
-                         "serve`, which the search does not call yet)")
+        from proctor.prm.remote import RemotePRMScorer
+
+        return RemotePRMScorer(server.base_url, api_key_env=server.api_key_env, batch_size=batch_size)
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.text_scorer import TextStepScorer
 

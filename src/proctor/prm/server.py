@@ -4,8 +4,11 @@ POST /score          {"trajectories": [<Trajectory JSON>, ...]}            → {
                      {"examples": [{"prompt": str, "steps": [str, ...]}]}  → same
 POST /score_actions  {"state": {"task", "observation", "history": [<Step>], ...}, "actions": [a_1, ..., a_N]}
                      → {"scores": [q_1, ..., q_N]}: the PRM's score of each candidate action at that state
-                     (per-step best-of-N, ALGORITHMS.md §8), the state's prefix computed once and shared
-GET  /health → {"status": "ok", "head": ..., "backbone": ...}
+                     (per-step best-of-N, docs/methods.md §8), the state's prefix computed once and shared
+POST /score_action_groups {"groups": [{"state": {...}, "actions": [...]}, ...]} → {"scores": [[q, ...], ...]}:
+                     many states per request; the groups of concurrent requests are scored together in one
+                     batched call (`proctor.prm.batching.GroupBatcher`); `RemotePRMScorer` is its client
+GET  /health → {"status": "ok", "head": ..., "backbone": ..., "score_at": ...}
 
 127.0.0.1 by default. With an API key every route but /health needs `Authorization: Bearer <key>` (401).
 Bounds (`proctor.serving.guards.ServerLimits`): body size (413 while it streams in), items and tokens per
@@ -26,6 +29,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proctor.prm.batching import GroupBatcher
 from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
 from proctor.prm.scoring import PRMScorer, ScoringError
 from proctor.prompts.turns import Prefix
@@ -88,6 +92,19 @@ class ScoreActionsRequest(BaseModel):
     actions: list[str] = Field(min_length=1)
 
 
+class StateActions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    state: State
+    actions: list[str] = Field(min_length=1)
+
+
+class ScoreActionGroupsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    groups: list[StateActions] = Field(min_length=1)
+
+
 class Unscorable(ValueError):
     """An example the PRM cannot score (e.g. longer than its max_length): 422."""
 
@@ -119,14 +136,19 @@ def score_in_batches(scorer: PRMScorer, examples: Sequence[StepwiseExample], fea
     return out
 
 
-def check_candidate_tokens(scorer: PRMScorer, prefix: Prefix, actions: Sequence[str], limits: ServerLimits
-                           ) -> None:
-    """GuardError 400 when the state's prefix and every candidate's suffix add up to more tokens than
-    `limits.max_request_tokens`."""
+def candidate_tokens(scorer: PRMScorer, prefix: Prefix, actions: Sequence[str]) -> int:
+    """The tokens of the state's prefix and of every candidate's suffix."""
     tok = scorer.tokenizer
     shared, suffixes = render_candidates(tok, prefix, actions, None, scorer.marker)
-    n_tokens = len(tok(shared, add_special_tokens=False)["input_ids"]) + sum(
+    return len(tok(shared, add_special_tokens=False)["input_ids"]) + sum(
         len(ids) for ids in tok(suffixes, add_special_tokens=False)["input_ids"])
+
+
+def check_candidate_tokens(scorer: PRMScorer, groups: Sequence[tuple[Prefix, Sequence[str]]],
+                           limits: ServerLimits) -> None:
+    """GuardError 400 when the states' prefixes and every candidate's suffix add up to more tokens than
+    `limits.max_request_tokens`."""
+    n_tokens = sum(candidate_tokens(scorer, prefix, actions) for prefix, actions in groups)
     error = too_many_tokens(n_tokens, limits, "the state's prefix and every candidate")
     if error is not None:
         raise error
@@ -151,15 +173,16 @@ def make_app(scorer: PRMScorer, api_key: str | None = None, limits: ServerLimits
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes,
                        error=lambda status, message, code: {"detail": message, "code": code})
     admission = app.state.admission = Admission(limits)
+    batcher = app.state.batcher = GroupBatcher(scorer, max_groups=max(1, scorer.batch_size) * 4)
 
     def check_key(request: Request) -> None:
         if api_key is not None and not bearer_ok(request.headers.get("authorization"), api_key):
             raise GuardError(401, "invalid or missing API key (send `Authorization: Bearer <key>`)",
                              "invalid_api_key")
 
-    async def admitted(request: Request, work: Callable[[threading.Event], Any]) -> Any:
+    async def admitted(request: Request, work: Callable[[threading.Event], Any], exclusive: bool = True) -> Any:
         try:
-            return await admission.run(request, work)
+            return await admission.run(request, work, exclusive)
         except (Unscorable, ScoringError) as e:
             raise GuardError(422, str(e), "unscorable") from None
 
@@ -176,7 +199,7 @@ def make_app(scorer: PRMScorer, api_key: str | None = None, limits: ServerLimits
     @app.get("/health")
     def health() -> dict[str, Any]:
         spec = scorer.prm.spec
-        return {"status": "ok", "head": spec.head, "backbone": spec.backbone}
+        return {"status": "ok", "head": spec.head, "backbone": spec.backbone, "score_at": spec.score_at}
 
     @app.post("/score", dependencies=[Depends(check_key)])
     async def score(req: ScoreRequest, request: Request) -> dict[str, Any]:
@@ -208,10 +231,24 @@ def make_app(scorer: PRMScorer, api_key: str | None = None, limits: ServerLimits
             raise error
         prefix = req.state.prefix()
         try:
-            await anyio.to_thread.run_sync(check_candidate_tokens, scorer, prefix, req.actions, limits)
+            await anyio.to_thread.run_sync(check_candidate_tokens, scorer, [(prefix, req.actions)], limits)
         except ValueError as e:
             raise GuardError(422, str(e), "unscorable") from None
         return await admitted(request, lambda cancel: {
             "scores": score_actions_in_chunks(scorer, prefix, req.actions, cancel)})
+
+    @app.post("/score_action_groups", dependencies=[Depends(check_key)])
+    async def score_action_groups(req: ScoreActionGroupsRequest, request: Request) -> dict[str, Any]:
+        error = too_many_rows(sum(len(g.actions) for g in req.groups), limits, "candidate actions")
+        if error is not None:
+            raise error
+        prefixes = [g.state.prefix() for g in req.groups]
+        groups = [(p, g.actions) for p, g in zip(prefixes, req.groups, strict=True)]
+        try:
+            await anyio.to_thread.run_sync(check_candidate_tokens, scorer, groups, limits)
+        except ValueError as e:
+            raise GuardError(422, str(e), "unscorable") from None
+        return await admitted(request, lambda cancel: {  # the batcher runs the model: no exclusive turn
+            "scores": batcher.score(prefixes, [g.actions for g in req.groups])}, exclusive=False)
 
     return app

@@ -47,6 +47,7 @@ import torch
 from pydantic import Field
 
 from proctor.agents.base import Agent
+from proctor.agents.registry import ServerRef
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
@@ -71,6 +72,9 @@ class OnlineDPOConfig(OnlineConfig):
     rollout and optimisation fields are `OnlineConfig`'s (`learning_rate` 1e-6, `batch` 8 envs, ...)."""
 
     prm: Path = Field(description="a PRM folder (`proctor prm train`)")
+    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
+                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
+                                         "tokenizer), or `proctor prm serve` serving a PRM head")
     # states
     states_from: Path | None = Field(default=None, description="trajectory store of the policy's rollouts, "
                                      "used instead of rolling out in the first iteration")
@@ -116,7 +120,7 @@ class OnlineDPOResult:
 def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     """Run `cfg.iterations` iterations of online DPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    scorer = open_scorer(cfg.prm, device=device) if is_main_process() else None
+    scorer = open_scorer(cfg.prm, device=device, server=cfg.prm_server) if is_main_process() else None
     current, history = cfg.policy, []
     for k in range(1, cfg.iterations + 1):
         folder = cfg.output_dir / f"iter-{k}"

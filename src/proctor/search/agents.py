@@ -26,8 +26,9 @@ class BestOfNConfig(AgentSpec):
     batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
     device: Device = "auto"
     dtype: Dtype = "auto"
-    prm_server: ServerRef | None = Field(default=None, description="vLLM serving the likelihood PRM's LM "
-                                         "(prompt_logprobs); the PRM folder gives β, b, prompt and tokenizer")
+    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
+                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
+                                         "tokenizer), or `proctor prm serve` serving a PRM head")
 
     @field_validator("prm")
     @classmethod

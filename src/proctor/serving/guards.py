@@ -161,9 +161,10 @@ class Admission:
         self.cancelled = 0  # requests whose client left (tests and the load bench read it)
         self._lock = asyncio.Lock()
 
-    async def run(self, request: Any, work: Callable[[threading.Event], T]) -> T:
-        """`work(cancel)` in a worker thread once the model is free; GuardError 429 when the queue is full,
-        499 when the client left (it never sees the answer)."""
+    async def run(self, request: Any, work: Callable[[threading.Event], T], exclusive: bool = True) -> T:
+        """`work(cancel)` in a worker thread once the model is free (`exclusive`; else at once: work that
+        batches its own model calls across requests); GuardError 429 when the queue is full, 499 when the
+        client left (it never sees the answer)."""
         if self.admitted >= self.limits.max_queue:
             raise GuardError(429, f"the server is busy ({self.admitted} requests admitted, the limit is "
                                   f"{self.limits.max_queue}); retry later", "queue_full")
@@ -171,11 +172,13 @@ class Admission:
         cancel = threading.Event()
         watcher = asyncio.create_task(self._watch(request, cancel))
         try:
-            await self._acquire(cancel)
+            if exclusive:
+                await self._acquire(cancel)
             try:
                 result = await anyio.to_thread.run_sync(work, cancel)
             finally:
-                self._lock.release()
+                if exclusive:
+                    self._lock.release()
             if cancel.is_set():
                 raise GuardError(499, "the client closed the connection", "client_gone")
             return result
