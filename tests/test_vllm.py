@@ -48,7 +48,8 @@ def smol_dir(tmp_path_factory) -> Path:
 
 
 def _server(model: Path, name: str, log: Path, **fields) -> VLLMServer:
-    return VLLMServer(model, name, VLLMServerConfig(dtype="float32", max_model_len=2048, **fields), log_file=log)
+    return VLLMServer(model, name, VLLMServerConfig(dtype="float32", max_model_len=2048, max_num_batched_tokens=32768,
+                                                    **fields), log_file=log)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,8 @@ def test_grpo_samples_from_vllm_and_hot_loads_each_lora_iterate(policy_server, s
         "env_kwargs": {"max_steps": 2}, "tasks": 2, "group_size": 2, "iterations": 2, "device": "cpu",
         "progress": False, "agent": {"kind": "hf", "max_new_tokens": 12, "temperature": 1.0},
         "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}, "learning_rate": 1e-4,
-        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8}}})
+        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8,
+                                                    "max_num_batched_tokens": 32768}}})
     result = train_grpo(cfg)
     assert len(result.iterations) == 2 and not served_policy._RUNS  # the server stopped with the run
     assert "Application startup complete" in (tmp_path / "grpo" / "vllm.log").read_text()

@@ -60,6 +60,10 @@ class VLLMServerConfig(BaseModel):
     enable_lora: bool = Field(default=False, description="serve LoRA adapters (needed by load_lora)")
     max_lora_rank: int = Field(default=16, ge=1, description="largest LoRA rank that can be loaded")
     max_loras: int = Field(default=2, ge=1, description="adapters held at once")
+    max_num_batched_tokens: int | None = Field(
+        default=None, ge=16, description="tokens one engine step may process (None: vLLM's). On the CPU build "
+        "set it well above concurrent requests x prompt length: a prompt split over steps (chunked prefill) "
+        "with a per-request seed crashes vLLM 0.32's CPU sampler ('CPU Generator does not use offset')")
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1,
                                                  description="fraction of GPU memory vLLM may take (None: vLLM's)")
     api_key_env: str | None = Field(default=None, description="environment variable holding the key every "
@@ -123,6 +127,8 @@ class VLLMServer:
             cmd += ["--max-model-len", str(c.max_model_len)]
         if c.enable_lora:
             cmd += ["--enable-lora", "--max-lora-rank", str(c.max_lora_rank), "--max-loras", str(c.max_loras)]
+        if c.max_num_batched_tokens:
+            cmd += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
         if c.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(c.gpu_memory_utilization)]
         return cmd + list(c.extra_args)
