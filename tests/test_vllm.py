@@ -179,6 +179,36 @@ def test_grpo_samples_from_vllm_and_hot_loads_each_lora_iterate(policy_server, s
         assert all(s.token_ids and len(s.token_ids) == len(s.logprobs) for t in trajs for s in t.steps)
 
 
+def _likelihood_prm(smol_dir: Path, folder: Path) -> Path:
+    """A likelihood PRM on SmolLM2's weights (β 0.5, b 1): its files linked, its parameters written."""
+    from proctor.prm.likelihood import KIND, LIKELIHOOD_FILE
+
+    folder.mkdir()
+    for f in smol_dir.iterdir():
+        (folder / f.name).symlink_to(f)
+    (folder / LIKELIHOOD_FILE).write_text(json.dumps({"kind": KIND, "beta": 0.5, "bias": 1.0,
+                                                      "prompt": PROMPT.model_dump(mode="json")}))
+    return folder
+
+
+def test_online_dpo_samples_from_vllm_for_two_iterations(policy_server, smol_dir, tmp_path):
+    from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
+
+    policy_server.stop()
+    cfg = OnlineDPOConfig.model_validate({
+        "policy": str(smol_dir), "prm": _likelihood_prm(smol_dir, tmp_path / "prm"), "output_dir": tmp_path / "dpo",
+        "env": "household", "env_kwargs": {"max_steps": 2}, "tasks": 2, "iterations": 2, "n_actions": 3,
+        "max_states": 3, "batch_size": 4, "device": "cpu", "progress": False, "learning_rate": 1e-4,
+        "agent": {"kind": "hf", "max_new_tokens": 10, "temperature": 1.0},
+        "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]},
+        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8,
+                                                    "max_num_batched_tokens": 32768}}})
+    result = train_online_dpo(cfg)
+    assert len(result.iterations) == 2
+    trajs = TrajectoryStore.open(tmp_path / "dpo" / "iter-2" / "rollouts").load()
+    assert trajs and all(t.agent.startswith("openai:iter-1") for t in trajs)
+
+
 def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):
     local = ChoiceAgent(smol_dir, device="cpu", dtype="float32").score(prefixes)
     served = ChoiceAgent(smol_dir, server=ServerRef(base_url=prm_server.base_url).client()).score(prefixes)
@@ -189,15 +219,10 @@ def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, pref
 
 
 def test_a_likelihood_prm_scores_remotely_as_locally_and_drives_best_of_n(prm_server, smol_dir, tmp_path, prefixes):
-    from proctor.prm.likelihood import KIND, LIKELIHOOD_FILE, open_scorer
+    from proctor.prm.likelihood import open_scorer
     from proctor.search.best_of_n import BestOfNAgent
 
-    prm = tmp_path / "prm"
-    prm.mkdir()
-    for f in smol_dir.iterdir():
-        (prm / f.name).symlink_to(f)
-    (prm / LIKELIHOOD_FILE).write_text(json.dumps({"kind": KIND, "beta": 0.5, "bias": 1.0,
-                                                   "prompt": PROMPT.model_dump(mode="json")}))
+    prm = _likelihood_prm(smol_dir, tmp_path / "prm")
     actions = [p.admissible_actions for p in prefixes]
     local = open_scorer(prm, device="cpu", dtype="float32").score_action_groups(prefixes, actions)
     remote_scorer = open_scorer(prm, server=ServerRef(base_url=prm_server.base_url))
