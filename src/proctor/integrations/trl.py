@@ -1,0 +1,371 @@
+"""proctor's environments, prompts and PRMs inside TRL's `GRPOTrainer`, through its `environment_factory`.
+
+Written against TRL 1.16 (`TRL_VERSION`), whose `environment_factory` is experimental: it warns, and it may change.
+What this module relies on, read from `trl/trainer/grpo_trainer.py` of that release:
+
+- TRL calls the factory once per concurrent rollout (and once at start to probe the class) and reuses instances.
+- Every public method of the environment's class other than `reset` and `get_reward` becomes a tool, described to
+  the model by its type hints and Google-style docstring; here that is one tool, `act(command) -> str`.
+- Before each rollout TRL calls `reset(**row)` with the dataset row; the text it returns is appended to the last
+  user message of the row's prompt. `task_dataset` gives rows whose prompt is the system turn plus an empty user
+  turn, with the `task_id` and `seed` the env is reset to: TRL repeats each row `num_generations` times, so all
+  rollouts of a GRPO group start from the same state, as GRPO's group baseline requires.
+- After the rollout TRL calls `get_reward()` once, and adds it (weight 1, logged under the class name
+  `ProctorTRLEnv`) to the other reward functions, if any.
+- The tokenizer's chat template must render a full tool-calling exchange (`trl.chat_template_utils.
+  supports_tool_calling`), be prefix-preserving, and the tokenizer needs a response parser for tool calls: for
+  ChatML tokenizers (proctor's tiny models, SmolLM2) `prepare_tokenizer` installs proctor's
+  (`proctor.integrations.chat_templates`); TRL sets the parser itself for the families it knows (Qwen, Llama 3.x...).
+
+The first user message is the shared prompt renderer's (`proctor.prompts.render.render_messages`: "Task: ..." and
+the first observation), followed by the admissible commands when the env lists them; `act` returns the env's next
+observation with the admissible commands, or a line saying that the episode is over and how.
+
+**The reward** of an episode (docs/integrations.md) is its outcome return plus, optionally, a PRM shaping term. The
+outcome (`RewardConfig.outcome`) is the env's own rewards r_t (`reward`, the default), or the success / clipped
+score of docs/methods.md §0 (`success`, `score`) given as a reward on the last step; its return is Σ_t γ^t r_t
+(γ = 1 by default). With a PRM (`proctor.prm.likelihood.open_scorer`, any proctor PRM) scoring the episode's steps
+q_0..q_{T-1} (rendered as proctor's rollout engine records them: a `Trajectory` built by `proctor.episode`) and a
+weight λ, the shapings are
+
+    none        0
+    sum         λ · Σ_t γ^t q_t
+    min         λ · min_t q_t
+    last        λ · q_{T-1}
+    potential   Σ_t γ^t (γ Φ(s_{t+1}) − Φ(s_t)),  Φ(s_0) = 0, Φ(s_t) = λ · q_{t-1},
+                Φ(s_T) = 0 unless the env's step limit cut the episode (termination `max_steps`)
+
+Only `potential` keeps the optimal policy (A. Ng, D. Harada, S. Russell, *Policy invariance under reward
+transformations*, ICML 1999; docs/methods.md §4): Φ is a function of the state, since a proctor state is the whole
+history (docs/methods.md §0) and q_{t-1} is a function of (s_{t-1}, a_{t-1}). `sum`, `min` and `last` are not of that
+form and can change which policy is optimal: `sum` pays for every extra step the PRM likes (a longer episode earns
+more), `min` punishes exploration that passes one low-scored state, and `last` is (for γ = 1) the potential form
+without Φ(terminal) = 0, so it can prefer ending in a state the PRM rates highly over succeeding. Because GRPO scores a
+whole episode with one number, the potential term telescopes to γ^T Φ(s_T) − Φ(s_0): it is 0 for every episode
+that ends in a terminal state, and only the step limit's cuts get the bootstrapped value Φ(s_T) (a truncated
+episode is not terminal, docs/methods.md §0). That is the price of policy invariance for an episode-level reward;
+dense per-step credit needs a per-step learner (proctor's GiGPO and PRM advantages, docs/integrations.md).
+
+Importing this module imports neither TRL nor torch; `prepare_tokenizer` imports TRL, and a PRM loads when the first
+episode is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from proctor.credit.outcome import outcome as outcome_of
+from proctor.envs.base import TextEnv
+from proctor.envs.registry import EnvSpec
+from proctor.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.prompts.render import ADMISSIBLE_HEADER, DEFAULT_SYSTEM, PromptConfig, render_messages
+from proctor.prompts.turns import Candidate
+from proctor.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+#: the TRL release this adapter is written and tested against (`environment_factory` is experimental there)
+TRL_VERSION = "1.16.0"
+
+Shaping = Literal["none", "sum", "min", "last", "potential"]
+SHAPINGS: tuple[str, ...] = ("none", "sum", "min", "last", "potential")
+Outcome = Literal["reward", "success", "score"]
+
+#: the system turn of `task_dataset` rows (the tool list and the call syntax follow it in the chat template)
+TOOL_SYSTEM = (
+    f"{DEFAULT_SYSTEM} Act by calling the `act` tool with one command at a time; its result is what happened. "
+    "Stop calling it when the episode is over."
+)
+#: the line after the admissible commands
+TOOL_LIST_INSTRUCTION = "Call act with exactly one command from the list."
+
+
+class RewardConfig(BaseModel):
+    """What `get_reward()` returns (module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Outcome = Field("reward", description="reward: the env's step rewards; success / score: the "
+                             "episode's outcome (docs/methods.md §0), given on its last step")
+    shaping: Shaping = "none"
+    prm: str | None = Field(None, description="folder of a proctor PRM (any kind open_scorer reads)")
+    prm_weight: float = Field(1.0, description="λ: the weight of the PRM term")
+    gamma: float = Field(1.0, gt=0.0, le=1.0, description="discount of the return and of the shaping")
+    prm_prompt: PromptConfig | None = Field(None, description="how the PRM renders states (None: its default)")
+    prm_device: str = "auto"
+    prm_dtype: str = "auto"
+    prm_batch_size: int = Field(16, ge=1)
+
+    @model_validator(mode="after")
+    def _prm_needed(self) -> RewardConfig:
+        if self.shaping != "none" and not self.prm:
+            raise ValueError(f"field 'prm': shaping {self.shaping!r} needs a PRM folder")
+        if self.shaping == "none" and self.prm:
+            raise ValueError("field 'shaping': a PRM is given but shaping is 'none'; choose sum, min, last or "
+                             "potential, or drop the PRM")
+        return self
+
+
+def outcome_rewards(traj: Trajectory, outcome: Outcome = "reward") -> list[float]:
+    """The per-step rewards whose discounted sum is the outcome return: the env's r_t, or (0, ..., 0, R)."""
+    if outcome == "reward":
+        return [s.reward for s in traj.steps]
+    if not traj.steps:
+        return []
+    return [0.0] * (len(traj.steps) - 1) + [outcome_of(traj, outcome)]
+
+
+def discounted(xs: Sequence[float], gamma: float) -> float:
+    """Σ_t γ^t x_t."""
+    return float(sum((x * gamma ** t for t, x in enumerate(xs)), 0.0))
+
+
+def shaping_term(scores: Sequence[float], shaping: Shaping, *, weight: float = 1.0, gamma: float = 1.0,
+                 bootstrap: bool = False) -> float:
+    """The PRM term of an episode's reward from its step scores q_0..q_{T-1} (module docstring); `bootstrap`:
+    the episode was cut (not ended) after its last step, so Φ(s_T) keeps its value instead of 0."""
+    if shaping == "none" or not scores:
+        return 0.0
+    if shaping == "sum":
+        return weight * discounted(scores, gamma)
+    if shaping == "min":
+        return weight * min(scores)
+    if shaping == "last":
+        return weight * scores[-1]
+    if shaping == "potential":
+        phi = [0.0] + [weight * q for q in scores]
+        if not bootstrap:
+            phi[-1] = 0.0
+        return float(sum(gamma ** t * (gamma * phi[t + 1] - phi[t]) for t in range(len(scores))))
+    raise ValueError(f"unknown shaping {shaping!r}; choose one of {', '.join(SHAPINGS)}")
+
+
+def episode_reward(traj: Trajectory, scores: Sequence[float] | None, cfg: RewardConfig) -> dict[str, float]:
+    """`{"reward", "outcome", "shaping"}` of a finished episode given its PRM step scores (None without a PRM)."""
+    base = discounted(outcome_rewards(traj, cfg.outcome), cfg.gamma)
+    extra = 0.0
+    if cfg.shaping != "none":
+        if scores is None or len(scores) != len(traj.steps):
+            raise ValueError(f"trajectory {traj.id}: shaping {cfg.shaping!r} needs one PRM score per step "
+                             f"({len(traj.steps)}), got {None if scores is None else len(scores)}")
+        extra = shaping_term(scores, cfg.shaping, weight=cfg.prm_weight, gamma=cfg.gamma,
+                             bootstrap=traj.termination == "max_steps")
+    return {"reward": base + extra, "outcome": base, "shaping": extra}
+
+
+class EpisodeRewarder:
+    """Scores finished episodes with `cfg`: opens the PRM once (on first use) and shares it."""
+
+    def __init__(self, cfg: RewardConfig):
+        self.cfg = cfg
+        self._scorer: Any = None
+
+    @property
+    def scorer(self) -> Any:
+        if self._scorer is None and self.cfg.prm:
+            from proctor.prm.likelihood import open_scorer
+
+            self._scorer = open_scorer(self.cfg.prm, self.cfg.prm_batch_size, self.cfg.prm_device,
+                                       self.cfg.prm_dtype)
+        return self._scorer
+
+    def step_scores(self, traj: Trajectory) -> list[float] | None:
+        """The PRM's score of every step (None without a PRM; [] for an episode without steps)."""
+        if self.cfg.shaping == "none":
+            return None
+        if not traj.steps:
+            return []
+        return [float(q) for q in self.scorer.score_trajectories([traj], self.cfg.prm_prompt)[0]]
+
+    def __call__(self, traj: Trajectory) -> tuple[dict[str, float], list[float] | None]:
+        scores = self.step_scores(traj)
+        return episode_reward(traj, scores, self.cfg), scores
+
+
+class ProctorTRLEnv:
+    """One rollout's environment for TRL's `GRPOTrainer`: a proctor env behind one tool, `act`.
+
+    TRL reads the public methods of this class: `reset`, `get_reward`, and `act` (the only tool). Everything else
+    is private or a property, so that it does not become a tool. After `get_reward()`, `trajectory` is the episode
+    as a proctor `Trajectory` (its steps' `scores["prm"]` hold the PRM's step scores when shaping) and
+    `reward_parts` its reward split into outcome and shaping."""
+
+    def __init__(self, env: TextEnv, rewarder: EpisodeRewarder, *, tasks: Sequence[str], split: str = "train",
+                 prompt: PromptConfig | None = None, show_admissible: bool = True, run_seed: int = 0,
+                 on_episode: Callable[[ProctorTRLEnv], None] | None = None):
+        self._env = env
+        self._rewarder = rewarder
+        self._tasks = list(tasks)
+        self._split = split
+        self._prompt = prompt or PromptConfig(system=TOOL_SYSTEM)
+        self._show_admissible = show_admissible
+        self._run_seed = run_seed
+        self._on_episode = on_episode
+        self._next_task = 0
+        self._episode: Episode | None = None
+        self._trajectory: Trajectory | None = None
+        self._parts: dict[str, float] | None = None
+
+    # -- what TRL calls ---------------------------------------------------------------------------------
+    def reset(self, task_id: str | None = None, seed: int | None = None, **row: Any) -> str:
+        """Start an episode of `task_id` (a row's `task_id`; None: the next task of the split, in order) with
+        env seed `seed` (None: derived from the task); returns the first user message. Other row fields, such as
+        the prompt, are ignored."""
+        if task_id is None:
+            if not self._tasks:
+                raise ValueError(f"{self._env.name}: no tasks in split {self._split!r}")
+            task_id = self._tasks[self._next_task % len(self._tasks)]
+            self._next_task += 1
+        seed = episode_seed(self._run_seed, task_id, 0) if seed is None else int(seed)
+        obs, info = self._env.reset(task_id, seed)
+        self._episode = Episode.begin(self._env.name, WorkItem(task_id, 0, seed), obs, info)
+        self._trajectory, self._parts = None, None
+        messages = render_messages(self._episode.prefix(), self._prompt.model_copy(update={"show_admissible": False}))
+        return messages[-1]["content"] + self._admissible_text(info, TOOL_LIST_INSTRUCTION)
+
+    def act(self, command: str) -> str:
+        """Carry out one command in the environment and return what happened.
+
+        Args:
+            command: The command to carry out, for example one of the admissible commands listed.
+
+        Returns:
+            The environment's reply, then the admissible commands or a line saying the episode is over.
+        """
+        episode = self._episode
+        if episode is None:
+            raise RuntimeError("act() before reset(): no episode is running")
+        if self._env.done:
+            raise ValueError("the episode is over: reply without calling act")
+        action = str(command).strip()
+        obs, reward, done, info = self._env.step(action)
+        episode.record(Candidate(action=action), obs, reward, done, info)
+        if not done:
+            return obs + self._admissible_text(info, "")
+        if info.get("won"):
+            end = "the task is done"
+        elif info.get("truncated"):
+            end = f"the step limit ({self._env.max_steps}) is reached"
+        else:
+            end = "the task failed"
+        return f"{obs}\n\n[Episode over: {end}. Do not call act again.]"
+
+    def get_reward(self) -> float:
+        """The episode's reward (module docstring); finishes the episode (an env still running counts as a
+        failure: the model stopped calling `act`, or TRL cut the completion)."""
+        if self._trajectory is None:
+            if self._episode is None:
+                raise RuntimeError("get_reward() before reset(): no episode to score")
+            termination = termination_of(self._episode.info) if self._env.done else "failure"
+            traj = self._episode.finish(termination, split=self._split, agent="trl", run_seed=self._run_seed)
+            self._parts, scores = self._rewarder(traj)
+            if scores is not None:
+                for step, q in zip(traj.steps, scores, strict=True):
+                    step.scores["prm"] = q
+            traj.meta["reward"] = dict(self._parts)
+            self._trajectory = traj
+            if self._on_episode is not None:
+                self._on_episode(self)
+        assert self._parts is not None
+        return self._parts["reward"]
+
+    # -- what callers read ------------------------------------------------------------------------------
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The last finished episode (after `get_reward()`), else None."""
+        return self._trajectory
+
+    @property
+    def reward_parts(self) -> dict[str, float] | None:
+        """`{"reward", "outcome", "shaping"}` of the last finished episode."""
+        return None if self._parts is None else dict(self._parts)
+
+    @property
+    def env(self) -> TextEnv:
+        return self._env
+
+    def _admissible_text(self, info: dict[str, Any], instruction: str) -> str:
+        admissible = info.get("admissible_actions")
+        if not (self._show_admissible and admissible):
+            return ""
+        listed = "\n".join(f"- {a}" for a in admissible)
+        return f"\n\n{ADMISSIBLE_HEADER}\n{listed}" + (f"\n\n{instruction}" if instruction else "")
+
+
+class EnvironmentFactory:
+    """The `environment_factory` to give `GRPOTrainer`: each call makes a `ProctorTRLEnv` around a new instance of
+    proctor env `env` (built with `env_kwargs`); all of them share one `EpisodeRewarder` (one PRM in memory)."""
+
+    def __init__(self, env: str, env_kwargs: dict[str, Any] | None = None, *, split: str = "train",
+                 reward: RewardConfig | dict[str, Any] | None = None, prompt: PromptConfig | None = None,
+                 show_admissible: bool = True, run_seed: int = 0,
+                 on_episode: Callable[[ProctorTRLEnv], None] | None = None):
+        self.spec = EnvSpec(env, dict(env_kwargs or {}))
+        self.split = split
+        self.reward = reward if isinstance(reward, RewardConfig) else RewardConfig.model_validate(reward or {})
+        self.prompt = prompt or PromptConfig(system=TOOL_SYSTEM)
+        self.show_admissible = show_admissible
+        self.run_seed = run_seed
+        self.on_episode = on_episode
+        self.rewarder = EpisodeRewarder(self.reward)
+        probe = self.spec.make()
+        try:
+            if split not in probe.splits():
+                raise ValueError(f"{env}: unknown split {split!r}; it has {', '.join(probe.splits())}")
+            self.tasks = probe.task_ids(split)
+        finally:
+            probe.close()
+        self.instances: list[ProctorTRLEnv] = []
+
+    def __call__(self) -> ProctorTRLEnv:
+        wrapped = ProctorTRLEnv(self.spec.make(), self.rewarder, tasks=self.tasks, split=self.split,
+                                prompt=self.prompt, show_admissible=self.show_admissible, run_seed=self.run_seed,
+                                on_episode=self.on_episode)
+        self.instances.append(wrapped)
+        return wrapped
+
+    @property
+    def system_prompt(self) -> str:
+        return self.prompt.system_prompt()
+
+    def dataset(self, num_tasks: int | None = None, *, tasks: Sequence[str] | None = None) -> Any:
+        """`task_dataset` of this factory's split and prompt."""
+        return task_dataset(tasks if tasks is not None else self.tasks[:num_tasks], self.system_prompt,
+                            run_seed=self.run_seed)
+
+    def close(self) -> None:
+        """Close every env this factory made (envs that run a process or a server hold one)."""
+        for wrapped in self.instances:
+            wrapped.env.close()
+
+
+def task_dataset(tasks: Sequence[str], system_prompt: str | None = TOOL_SYSTEM, *, run_seed: int = 0) -> Any:
+    """A `datasets.Dataset` with one row per task: `prompt` (the system turn, if any, and an empty user turn that
+    `reset` fills), `task_id`, and `seed` (`proctor.episode.episode_seed(run_seed, task_id, 0)`)."""
+    from datasets import Dataset
+
+    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    prompt = head + [{"role": "user", "content": ""}]
+    tasks = list(tasks)
+    return Dataset.from_dict({"prompt": [prompt] * len(tasks), "task_id": tasks,
+                              "seed": [episode_seed(run_seed, t, 0) for t in tasks]})
+
+
+def prepare_tokenizer(tokenizer: Any) -> Any:
+    """Make `tokenizer` usable by `GRPOTrainer` with tools (in place; returns it): a ChatML tokenizer whose template
+    fails TRL's tool-calling check gets proctor's (`chat_templates.enable_tool_calling`); a template that passes is
+    left as it is. Another family that fails is an error: give it a template that renders tool calls."""
+    from trl.chat_template_utils import supports_tool_calling
+
+    from proctor.integrations.chat_templates import enable_tool_calling, is_chatml
+
+    if supports_tool_calling(tokenizer):
+        return tokenizer
+    if is_chatml(tokenizer):
+        return enable_tool_calling(tokenizer)
+    raise ValueError(f"the chat template of {getattr(tokenizer, 'name_or_path', '')!r} does not render tool calls "
+                     "(trl.chat_template_utils.supports_tool_calling) and is not ChatML; give it one that does")
