@@ -28,7 +28,7 @@ SHARED_DATA = Path(os.environ.get("PROCTOR_DATA") or Path(__file__).resolve().pa
 def shared_data() -> Path:
     """../shared/data, or skip with a message naming the missing folder."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"third-party data not found at {SHARED_DATA} (see the README's data section)")
+        pytest.skip(f"third-party data not found at {SHARED_DATA} (see docs/guides/real-envs.md: Data)")
     return SHARED_DATA
 
 

@@ -1,6 +1,7 @@
-"""The README's stage-by-stage block runs as written, at small sizes, in a fresh folder: the commands are read
-from README.md (so the block cannot drift from what works), only their sizes are made small (tasks, samples,
-steps), servers started with `&` run in the background on free ports, and `prm.yaml` is the README's own."""
+"""The stage-by-stage block (moved from the README to docs/get-started/stage-by-stage.md) runs as written, at
+small sizes, in a fresh folder: the commands are read from that page (so the block cannot drift from what works),
+only their sizes are made small (tasks, samples, steps), servers started with `&` run in the background on free
+ports, and the PRM config is the one the block names (`examples/stages/prm.yaml`), with fewer steps."""
 
 from __future__ import annotations
 
@@ -20,25 +21,25 @@ import yaml
 from conftest import SHARED_DATA
 from proctor.trajectory import TrajectoryStore
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "get-started" / "stage-by-stage.md"
+PRM_YAML = "examples/stages/prm.yaml"
 PROCTOR = Path(sys.executable).parent / "proctor"
 
 
 def readme_blocks() -> tuple[list[list[str]], str]:
     """The commands of the stage-by-stage bash block (continuations joined, comments dropped, as token lists)
-    and the text of the `prm.yaml` block after it."""
-    text = README.read_text()
-    section = text[text.index("## Using proctor, stage by stage"):]
-    section = section[: section.index("\n## ", 10)]
-    bash = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
-    prm_yaml = re.search(r"A `prm.yaml` looks like:\s*```yaml\n(.*?)```", section, re.DOTALL)
-    assert bash and prm_yaml, "README: the stage-by-stage block or its prm.yaml example is gone"
+    and the text of the PRM config it trains (`proctor prm train examples/stages/prm.yaml`)."""
+    bash = re.search(r"```bash\n(.*?)```", PAGE.read_text(), re.DOTALL)
+    assert bash, f"{PAGE.relative_to(ROOT)}: the stage-by-stage block is gone"
     commands = []
     for line in bash.group(1).replace("\\\n", " ").splitlines():
         tokens = shlex.split(line, comments=True)
         if tokens:
             commands.append(tokens)
-    return commands, prm_yaml.group(1)
+    assert ["proctor", "prm", "train", PRM_YAML] in commands, f"the block no longer trains {PRM_YAML}"
+    assert f'--8<-- "{PRM_YAML}"' in PAGE.read_text(), f"the page no longer shows {PRM_YAML}"
+    return commands, (ROOT / PRM_YAML).read_text()
 
 
 def free_port() -> int:
@@ -119,7 +120,8 @@ def test_readme_stage_by_stage_block_runs_at_small_sizes(tmp_path, tiny_model_di
     # `models tiny` with the README's sizes reuses a folder built with the same arguments (the session's)
     tiny = commands[0][commands[0].index("--out") + 1]
     shutil.copytree(tiny_model_dir, tmp_path / tiny)
-    (tmp_path / "prm.yaml").write_text(small_prm_yaml(prm_yaml))
+    (tmp_path / PRM_YAML).parent.mkdir(parents=True)
+    (tmp_path / PRM_YAML).write_text(small_prm_yaml(prm_yaml))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     small, servers, skipped = Small(), [], []
     try:
@@ -127,7 +129,7 @@ def test_readme_stage_by_stage_block_runs_at_small_sizes(tmp_path, tiny_model_di
             background = tokens[-1] == "&"
             cmd = small(tokens[:-1] if background else tokens)
             if "--processbench" in cmd and not SHARED_DATA.is_dir():
-                skipped.append(shlex.join(tokens))  # needs ../shared/data (README: data section)
+                skipped.append(shlex.join(tokens))  # needs ../shared/data (docs/guides/real-envs.md: data)
                 continue
             if background:
                 log = tmp_path / f"server{len(servers)}.log"

@@ -139,26 +139,20 @@ def test_train_archer_chai_fbc_cli(tiny_model_dir, tmp_path):
 
 
 def test_readme_archer_yaml_is_a_valid_config():
-    import re
     from pathlib import Path
 
     from proctor.rl.archer import ArCHerConfig
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"```yaml\n(# archer\.yaml.*?)```", text, re.DOTALL)
-    assert block, "README: the archer.yaml example is gone"
-    cfg = ArCHerConfig.model_validate(yaml.safe_load(block.group(1)))
+    text = (Path(__file__).resolve().parents[1] / "examples" / "rl" / "archer.yaml").read_text()
+    cfg = ArCHerConfig.model_validate(yaml.safe_load(text))
     assert cfg.agent.model == cfg.policy and cfg.warmup_iterations == 2
 
 
 def test_readme_archer_q0_yaml_is_a_valid_config_with_the_measured_options():
-    import re
     from pathlib import Path
 
     from proctor.rl.archer import ArCHerConfig
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"```yaml\n(# archer-q0\.yaml.*?)```", text, re.DOTALL)
-    assert block, "README: the archer-q0.yaml example is gone"
-    cfg = ArCHerConfig.model_validate(yaml.safe_load(block.group(1)))
+    text = (Path(__file__).resolve().parents[1] / "examples" / "rl" / "archer-q0.yaml").read_text()
+    cfg = ArCHerConfig.model_validate(yaml.safe_load(text))
     assert (cfg.baseline, cfg.actor_loss, cfg.actor_epochs, cfg.critic_kind) == ("expected", "ppo-clip", 3, "likelihood")

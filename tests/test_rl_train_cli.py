@@ -52,13 +52,10 @@ def test_train_grpo_and_ppo_cli_validate_their_configs(tmp_path):
 
 
 def test_readme_dpo_yaml_is_a_valid_config():
-    import re
     from pathlib import Path
 
     from proctor.rl.online_dpo import OnlineDPOConfig
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"```yaml\n(# dpo\.yaml.*?)```", text, re.DOTALL)
-    assert block, "README: the dpo.yaml example is gone"
-    cfg = OnlineDPOConfig.model_validate(yaml.safe_load(block.group(1)))
+    text = (Path(__file__).resolve().parents[1] / "examples" / "rl" / "dpo.yaml").read_text()
+    cfg = OnlineDPOConfig.model_validate(yaml.safe_load(text))
     assert cfg.agent.model == cfg.policy and cfg.n_actions == 4

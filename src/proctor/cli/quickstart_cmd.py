@@ -19,8 +19,9 @@ def quickstart(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     scale: Annotated[float, typer.Option("--scale", help="shrink every size by this factor (0-1], for a smoke run")] = 1.0,
 ) -> None:
-    """Tiny model → expert demos → SFT π0 → rollouts → MC-Q → PRM Q0 → best-of-N and beam search → online DPO
-    π1 → evaluation on held-out tasks; prints the table, writes summary.json and report.html."""
+    """Tiny model → expert demos → SFT π0 → rollouts → MC-Q → PRM Q0 → best-of-N and beam search → π1 (household:
+    best-of-8 distilled into Q0's LM; twenty_questions and arithmetic: online DPO) → evaluation on held-out tasks;
+    prints the table, writes summary.json and report.html."""
     from pydantic import ValidationError
 
     from proctor.pipeline.table import result_tables
