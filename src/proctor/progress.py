@@ -13,7 +13,14 @@ import time
 from typing import IO, Self
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 #: seconds between plain progress lines when the output is not a terminal
 PLAIN_INTERVAL_S = 5.0

@@ -23,7 +23,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
 from proctor.prm.data import (
     PRM_PROMPT,
     DataError,
@@ -32,6 +31,7 @@ from proctor.prm.data import (
     read_json_records,
     render_trajectory,
 )
+from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
 from proctor.trajectory import Trajectory
 
 

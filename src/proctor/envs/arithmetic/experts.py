@@ -6,11 +6,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Collection, Sequence
 
-from proctor.prompts.turns import Prefix
-from proctor.envs.experts import register_expert
 from proctor.envs.arithmetic.checker import parse_step
 from proctor.envs.arithmetic.expr import OPS, Expr, Num, Number, Op, apply_op, fmt, format_step, post_order
 from proctor.envs.arithmetic.problems import parse
+from proctor.envs.experts import register_expert
+from proctor.prompts.turns import Prefix
 
 DEFAULT_NOISE_RATE = 0.3
 MISTAKES: tuple[str, ...] = ("wrong_operation", "slip", "drop")

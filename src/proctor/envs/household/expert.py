@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from proctor.prompts.turns import Prefix
 from proctor.envs.experts import register_expert
 from proctor.envs.household.grammar import NOTHING, parse_command, parse_listing
 from proctor.envs.household.tasks import TaskSpec, parse_task
@@ -28,6 +27,7 @@ from proctor.envs.household.world import (
     World,
     kind_of,
 )
+from proctor.prompts.turns import Prefix
 
 
 def _first_of(receptacles: list[str], rtype: str) -> str:

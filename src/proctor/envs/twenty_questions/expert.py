@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from proctor.prompts.turns import Prefix
 from proctor.envs.experts import register_expert
 from proctor.envs.twenty_questions.knowledge import load_objects
 from proctor.envs.twenty_questions.questions import (
@@ -26,6 +25,7 @@ from proctor.envs.twenty_questions.questions import (
     normalize,
     parse_question,
 )
+from proctor.prompts.turns import Prefix
 
 
 @cache
