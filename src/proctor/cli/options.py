@@ -87,7 +87,7 @@ def fail(error: object, where: str | None = None) -> NoReturn:
         loc = ".".join(str(x) for x in first["loc"]) or "<config>"
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
         msg = first["msg"].removeprefix("Value error, ")
-        field = "" if msg.startswith(f"{loc}.") or msg.startswith(f"{loc}:") else f"field '{loc}': "
+        field = "" if msg.startswith((f"{loc}.", f"{loc}:")) else f"field '{loc}': "
         text = f"{where + ': ' if where else ''}{field}{msg}{more}"
     elif isinstance(error, KeyError):
         text = str(error.args[0]) if error.args else repr(error)
