@@ -11,6 +11,7 @@ import pytest
 from proctor.agents.registry import ServerRef
 from proctor.envs import make
 from proctor.prm.likelihood import open_scorer
+from proctor.prm.protocol import StepScorer
 from proctor.prm.remote import RemotePRMScorer
 from proctor.prm.scoring import PRMScorer, ScoringError
 from proctor.prm.server import make_app
@@ -44,6 +45,7 @@ def test_remote_scores_equal_local_ones(server, local, states, scalar_prm_dir):
     prefixes, actions = states
     remote = open_scorer(scalar_prm_dir, server=ServerRef(base_url=server.url))
     assert isinstance(remote, RemotePRMScorer) and remote.head == local.prm.spec.head
+    assert isinstance(remote, StepScorer) and isinstance(local, StepScorer)
     got = remote.score_action_groups(prefixes, actions, states_per_pass=4)  # 2 requests: 4 + 2 states
     want = local.score_action_groups(prefixes, actions)
     for a, b in zip(got, want, strict=True):
@@ -85,3 +87,15 @@ def test_concurrent_requests_are_scored_in_one_batch(server, local, states):
 def test_an_unreachable_server_is_one_clear_error():
     with pytest.raises(ScoringError, match="could not reach http://127.0.0.1:9/health"):
         RemotePRMScorer("http://127.0.0.1:9", max_retries=0)
+
+
+def test_every_scorer_class_has_the_step_scorer_methods_with_its_parameters():
+    import inspect
+
+    from proctor.prm.likelihood import LikelihoodScorer
+    from proctor.prm.text_scorer import TextStepScorer
+
+    for cls in (PRMScorer, TextStepScorer, LikelihoodScorer, RemotePRMScorer):
+        for name in ("score_action_groups", "score_actions", "score_trajectories"):
+            want = list(inspect.signature(getattr(StepScorer, name)).parameters)
+            assert list(inspect.signature(getattr(cls, name)).parameters) == want, (cls.__name__, name)

@@ -47,6 +47,7 @@ from pydantic import Field, field_validator, model_validator
 
 from proctor.agents.base import Prefix
 from proctor.prm.model import CheckpointingWrapper, ProcessRewardModel
+from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
 from proctor.training.config import OptimizationConfig
@@ -413,7 +414,7 @@ class LikelihoodScorer:
 
 
 def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto",
-                server: Any = None) -> Any:
+                server: Any = None) -> StepScorer:
     """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
     PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`; on `device` (auto or None:
     CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32). `server` (a

@@ -1,4 +1,4 @@
-"""ArCHer (Zhou et al. 2024, arXiv 2402.19446; ALGORITHMS.md §9): an off-policy utterance-level critic and a
+"""ArCHer (Zhou et al. 2024, arXiv 2402.19446; docs/methods.md §9): an off-policy utterance-level critic and a
 token-level policy gradient, readable top to bottom in `train_archer`; online CHAI is the same loop with a
 frozen LM acting through the critic (`proctor.rl.chai`).
 

@@ -46,6 +46,7 @@ from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.agents.registry import ServerRef
 from proctor.models.shared_prefix import shared_prefix_token_logprobs
 from proctor.prm.likelihood import open_scorer
+from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
@@ -175,7 +176,7 @@ def sample_targets(cfg: BonDistillConfig, student: ChoiceAgent, device: str) -> 
                                      "episodes_left_out": len(stored) - len(trajs)})
 
 
-def best_of_n_targets(proposer: ChoiceAgent, scorer: Any, states: Sequence[Prefix], n: int, progress: bool = True,
+def best_of_n_targets(proposer: ChoiceAgent, scorer: StepScorer, states: Sequence[Prefix], n: int, progress: bool = True,
                       chunk: int = 50) -> list[Target]:
     """π_N at each state from the proposer's choice distribution (T = 1) and the PRM's scores."""
     out = []

@@ -1,5 +1,5 @@
 """Online CHAI (Verma et al. 2022, "CHAI: A CHatbot AI for Task-Oriented Dialogue with Offline Reinforcement
-Learning"; ArCHer's online baseline, ALGORITHMS.md §9): the LM stays frozen and acts with the best of K of its
+Learning"; ArCHer's online baseline, docs/methods.md §9): the LM stays frozen and acts with the best of K of its
 own samples by the critic's min(Q₁, Q₂) (`proctor.rl.critic.CriticChoiceAgent`, `proctor.rl.td.chai_select`);
 the critic learns exactly as ArCHer's (TD targets with bootstrap at truncation, Polyak target, replay buffer).
 It is `train_archer` with `candidates` = K and no actor updates; the policy folder stays the starting one, the

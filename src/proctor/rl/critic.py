@@ -6,7 +6,7 @@ the prompt's last token and Q₁, Q₂(s, a) at the action's last token; the inp
 so the critic must share the policy's tokenizer (ArCHer's critic is a separate RoBERTa on the text; here any
 backbone of the same tokenizer, by default the policy's).
 
-`critic_loss` (ALGORITHMS.md §9, `proctor.rl.td`): Σ over heads of the mean squared errors of Q_i against
+`critic_loss` (docs/methods.md §9, `proctor.rl.td`): Σ over heads of the mean squared errors of Q_i against
 y = r + γ(1 − d)·V̄(s') and of V_i against Q̄(s, a), both from the target critic; a is the stored action, the
 policy's own sample when the transition was collected (ArCHer's code draws a fresh a ~ π at update time).
 

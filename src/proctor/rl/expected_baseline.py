@@ -3,7 +3,7 @@
 
     V^π(s) = Σ_{a ∈ A(s)} π(a | s) · min(Q₁, Q₂)(s, a),     A(s, a) = min(Q₁, Q₂)(s, a) − V^π(s)
 
-ArCHer learns V by regression towards Q̄(s, a ~ π) (ALGORITHMS.md §9). Where the env lists the admissible
+ArCHer learns V by regression towards Q̄(s, a ~ π) (docs/methods.md §9). Where the env lists the admissible
 actions and the policy is the `choice` agent (π restricted to that list), the expectation is computed exactly
 instead (`proctor.rl.td.expected_value`; the expected-value baseline of Sutton et al. 2000, the mean
 actor-critic's of Allen et al. 2017), so A compares actions at the same state only, and V's regression error

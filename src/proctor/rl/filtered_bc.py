@@ -1,4 +1,4 @@
-"""Online filtered behaviour cloning (ArCHer's online baseline, arXiv 2402.19446 §6; ALGORITHMS.md §9), readable
+"""Online filtered behaviour cloning (ArCHer's online baseline, arXiv 2402.19446 §6; docs/methods.md §9), readable
 top to bottom in `train_filtered_bc`. One iteration k = 1..K:
 
 1. rollouts: `rollouts_per_task` episodes per task of the current policy (generated ids on every step);

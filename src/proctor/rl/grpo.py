@@ -1,4 +1,4 @@
-"""GRPO and GiGPO over multi-turn agent trajectories, with PPO-style clipping (ALGORITHMS.md §3, §9).
+"""GRPO and GiGPO over multi-turn agent trajectories, with PPO-style clipping (docs/methods.md §3, §9).
 
 One iteration k = 1..K, readable top to bottom in `train_grpo`:
 

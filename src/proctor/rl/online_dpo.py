@@ -1,4 +1,4 @@
-"""Online DPO against a process reward model (AgentPRM stage 3; ALGORITHMS.md §9).
+"""Online DPO against a process reward model (AgentPRM stage 3; docs/methods.md §9).
 
 One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 
@@ -49,7 +49,7 @@ from pydantic import Field
 from proctor.agents.base import Agent
 from proctor.agents.registry import ServerRef
 from proctor.prm.likelihood import open_scorer
-from proctor.prm.scoring import PRMScorer
+from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
@@ -151,7 +151,7 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     return OnlineDPOResult(Path(current), history)
 
 
-def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenizer: Any, scorer: PRMScorer,
+def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenizer: Any, scorer: StepScorer,
                  current: str, folder: Path, device: str
                  ) -> tuple[dict[str, Any], dict[str, Any], list[DPORow], dict[str, float]]:
     """Stages 1-5 of iteration k with the current policy: (rollout summary, pair counts, the pairs with their
@@ -199,7 +199,7 @@ def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: rand
     return [prefix_at(trajs[i], t) for i, t in where]
 
 
-def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: PRMScorer,
+def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: StepScorer,
                   tokenizer: Any) -> tuple[list[PreferencePair], dict[str, Any]]:
     """N actions per state from `sampler`, PRM scores of the distinct ones, and the state's pairs under
     `cfg.pairing` unless it is a tie (a state whose N draws are one action is a tie)."""

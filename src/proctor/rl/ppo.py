@@ -1,5 +1,5 @@
 """PPO with step-level rewards over multi-turn agent trajectories (SPA-RL; AgentPRM's alternative;
-ALGORITHMS.md §9), readable top to bottom in `train_ppo`.
+docs/methods.md §9), readable top to bottom in `train_ppo`.
 
 One iteration k = 1..K:
 
@@ -43,7 +43,7 @@ from proctor.credit.progress import compose_rewards
 from proctor.models.sequences import collate_completions
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.model import ProcessRewardModel
-from proctor.prm.scoring import PRMScorer
+from proctor.prm.protocol import StepScorer
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
 from proctor.rl.grpo import KLEstimator, summarize_steps, train_rows
@@ -173,7 +173,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
 
 
 # -- the stages, in the order train_ppo runs them ------------------------------------------------------
-def turn_rewards(cfg: PPOConfig, trajs: Sequence[Trajectory], scorer: PRMScorer | None) -> list[list[float]]:
+def turn_rewards(cfg: PPOConfig, trajs: Sequence[Trajectory], scorer: StepScorer | None) -> list[list[float]]:
     """r_k for every step of every trajectory (see module docstring, step 2)."""
     scores = scorer.score_trajectories(trajs, cfg.prm_prompt) if scorer is not None else None
     out = []

@@ -1,6 +1,6 @@
 """The math of ArCHer's utterance-level critic, online CHAI and online filtered BC, as pure tensor functions.
 
-ArCHer (Zhou et al. 2024, arXiv 2402.19446, §4 and Algorithm 1; ALGORITHMS.md §9): a critic with two Q heads
+ArCHer (Zhou et al. 2024, arXiv 2402.19446, §4 and Algorithm 1; docs/methods.md §9): a critic with two Q heads
 and two V heads, and a target copy of it (bars) updated by Polyak averaging. With d = 1 only when the episode
 *terminated* (a truncated episode, cut by the step limit, bootstraps from its next state):
 
@@ -18,7 +18,7 @@ CHAI (Verma et al. 2022, "CHAI: A CHatbot AI for Task-Oriented Dialogue with Off
 NAACL; online as in ArCHer's baselines): `chai_select` acts with the best of K samples of the LM by the
 critic's Q, optionally plus α·log π(a|s) (α = 0: CHAI).
 
-Filtered BC (ArCHer's online baseline; ALGORITHMS.md §9): `TRAJECTORY_FILTERS` keep the trajectories whose
+Filtered BC (ArCHer's online baseline; docs/methods.md §9): `TRAJECTORY_FILTERS` keep the trajectories whose
 return R is high enough: `percentile` (R ≥ the q-th percentile of a pool, e.g. all returns so far; ArCHer's
 q = 90), `top-fraction` (R ≥ the ⌈f·N⌉-th highest return of the batch) or `threshold` (R ≥ c).
 """

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
+from proctor.prm.protocol import StepScorer
 from proctor.search.budget import Budget
 
 
@@ -75,7 +76,7 @@ class BestOfNAgent(Agent):
     scorer's batch size). `act(prefixes, k)` with k > 1 returns the k best distinct candidates, best first
     (repeated in rank order when fewer than k are distinct)."""
 
-    def __init__(self, base: Agent, scorer: Any, n: int, states_per_pass: int | None = None,
+    def __init__(self, base: Agent, scorer: StepScorer, n: int, states_per_pass: int | None = None,
                  prm_name: str = "prm"):
         if n < 1:
             raise ValueError(f"best-of-N needs n >= 1, got {n}")

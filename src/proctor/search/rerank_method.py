@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from proctor.agents.registry import AgentConfig
+from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.rollout.engine import rollout
 from proctor.search.aggregate import Aggregation
@@ -44,7 +45,7 @@ class TrajectoryBestOfNConfig(PRMSearchSpec):
         return self
 
 
-def score_attempts(scorer: Any, trajs: Sequence[Trajectory], batch: int, progress: bool) -> list[list[float] | None]:
+def score_attempts(scorer: StepScorer, trajs: Sequence[Trajectory], batch: int, progress: bool) -> list[list[float] | None]:
     """PRM step scores of each trajectory (one forward pass per trajectory, batched); None for a trajectory
     without steps or one the PRM cannot score (too long for it)."""
     from proctor.prm.scoring import ScoringError

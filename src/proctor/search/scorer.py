@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from proctor.prm.protocol import StepScorer
+
 
 def check_prm_folder(path: str) -> str:
     """A config validator: the PRM path must be a folder (a `proctor prm train` or TRL PRMTrainer output)."""
@@ -14,7 +16,7 @@ def check_prm_folder(path: str) -> str:
 
 
 def load_scorer(path: str, batch_size: int = 16, device: str = "auto", dtype: str | None = "auto",
-                server: Any = None) -> Any:
+                server: Any = None) -> StepScorer:
     """The scorer of the PRM saved in `path` (safetensors only): a `PRMScorer`, or a `LikelihoodScorer` for a
     likelihood PRM (`proctor.prm.likelihood`), on `device` in `dtype` (auto: CUDA when torch sees one, bf16
     there, else CPU float32), or on `server` (a `ServerRef`: vLLM serving the likelihood PRM's LM)."""

@@ -31,11 +31,12 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.envs.registry import EnvSpec, entries
 from proctor.episode import Episode, WorkItem, termination_of
+from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.rollout.pools import make_pool
 from proctor.rollout.workers import HostedEnvPool
@@ -122,7 +123,7 @@ class TreeSearch:
     """Beam search (`selection="beam"`) or DVTS (`"dvts"`) for many (task, sample) pairs at once, `batch`
     searches in flight, each with B·M env slots of one pool."""
 
-    def __init__(self, spec: EnvSpec, agent: Agent, scorer: Any, *, beams: int, expansions: int,
+    def __init__(self, spec: EnvSpec, agent: Agent, scorer: StepScorer, *, beams: int, expansions: int,
                  aggregation: Aggregation = "last", selection: Selection = "beam", states_per_pass: int | None = None,
                  split: str = "test", run_seed: int = 0, name: str = "beam"):
         if beams < 1 or expansions < 1:
