@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
-from proctor.envs.experts import expert_kinds
 from proctor.envs import make
 from proctor.envs.base import TextEnv
+from proctor.envs.experts import expert_kinds
+from proctor.prompts.turns import Prefix
 from proctor.trajectory import Step
 
 Chooser = Callable[[Prefix], str | None]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from proctor.agents import HFAgent, Prefix, make_agent
-from proctor.prompts import PromptConfig
 from proctor.agents.generation_utils import cut_at_stop, generation_end
+from proctor.prompts import PromptConfig
 from proctor.trajectory import Step
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from proctor.agents import AgentError, Prefix
 from proctor.agents.openai_agent import OpenAIAgent, backoff_delay, is_retryable, request_seed
-from proctor.prompts.render import PromptConfig, parse_output
 from proctor.envs import EnvSpec, make
+from proctor.prompts.render import PromptConfig, parse_output
 from proctor.rollout.engine import rollout
 from proctor.serving import Generator, create_app
 from proctor.serving.background import BackgroundServer

@@ -26,13 +26,13 @@ def _tool(name: str) -> str:
 
 
 def test_layers_contract_is_kept():
-    proc = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([_tool("lint-imports"), "--no-cache"], check=False, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
 
 def test_every_import_is_declared_and_every_dependency_used():
-    proc = subprocess.run([_tool("deptry"), "src"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([_tool("deptry"), "src"], check=False, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
 
@@ -62,5 +62,5 @@ def test_builtin_envs_run_where_torch_cannot_be_imported():
         assert "torch" not in sys.modules
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
 from proctor.envs import EnvError, make
 from proctor.envs.arithmetic.checker import Earlier, label_step, parse_step
@@ -15,6 +14,7 @@ from proctor.envs.arithmetic.env import INVALID_STEP, problem_for
 from proctor.envs.arithmetic.experts import noisy_expert, noisy_solver, solver_expert
 from proctor.envs.arithmetic.expr import Num, Op, leaves, post_order, solution_steps, valid_values
 from proctor.envs.arithmetic.problems import ProblemParseError, generate, parse
+from proctor.prompts.turns import Prefix
 from proctor.trajectory import Step
 
 PROBLEM = "Tom has 48 apples. He gives half of them to Maya. He buys 5 more apples. How many apples does Tom have now?"

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from credit_fixtures import traj
 from proctor.credit import CreditError, Sources, run_method
-from proctor.credit.progress import compose_rewards
+from proctor.credit.spa import compose_rewards
 
 
 def test_compose_rewards_hand_computed():

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import httpx
 import pytest
 

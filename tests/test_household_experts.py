@@ -8,12 +8,12 @@ import statistics
 
 import pytest
 
-from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
-from proctor.envs.experts import expert_kinds
 from proctor.envs import make
+from proctor.envs.experts import expert_kinds
 from proctor.envs.household import TASK_TYPES, TaskSpec, held_out_pairs, parse_task
 from proctor.envs.household.tasks import all_specs, generate, task_text
+from proctor.prompts.turns import Prefix
 from proctor.trajectory import Step
 
 

@@ -12,7 +12,7 @@ import torch
 from proctor.models import load
 from proctor.rl.archer import ArCHerConfig, train_archer
 from proctor.rl.critic import UtteranceCritic, critic_loss
-from proctor.rl.replay import ReplayBuffer, Transition, transitions
+from proctor.rl.replay import ReplayBuffer, ReplayTransition, transitions
 from proctor.rl.td import polyak_update
 from proctor.training.policy import frozen_copy
 
@@ -20,8 +20,8 @@ from proctor.training.policy import frozen_copy
 AGENT = {"kind": "hf", "temperature": 1.0, "max_new_tokens": 8, "prompt": {"history": 1}}
 
 
-def _t(i: int, reward: float = -1.0, terminated: bool = False) -> Transition:
-    return Transition([1, 2, i], [5, i], [-0.5, -0.25], reward, terminated, not terminated, [1, 2, i, 3])
+def _t(i: int, reward: float = -1.0, terminated: bool = False) -> ReplayTransition:
+    return ReplayTransition([1, 2, i], [5, i], [-0.5, -0.25], reward, terminated, not terminated, [1, 2, i, 3])
 
 
 def test_replay_buffer_ring_sample_and_parquet_round_trip(tmp_path):

@@ -13,7 +13,7 @@ import yaml
 from proctor.rl.dpo_losses import sigmoid_loss
 from proctor.rl.dpo_step import DPOLoss, DPORow, pair_logprobs
 from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
-from proctor.rl.pairs import PreferencePair
+from proctor.rl.pairs import CandidatePair
 from proctor.trajectory import TrajectoryStore
 
 #: curves that differ only by float rounding (the order of the sums): per-step losses within this
@@ -36,8 +36,8 @@ def test_dpo_loss_sums_the_pairs_and_rpos_term(tiny_model_dir, average):
     from proctor.models import load
 
     model, _ = load(tiny_model_dir)
-    pairs = [PreferencePair([5, 6, 7], [8, 9], [10], (True, True), "", "", (1.0, 0.0)),
-             PreferencePair([11, 12], [13, 14, 15, 16], [17, 18], (True, True), "", "", (0.5, 0.0))]
+    pairs = [CandidatePair([5, 6, 7], [8, 9], [10], (True, True), "", "", (1.0, 0.0)),
+             CandidatePair([11, 12], [13, 14, 15, 16], [17, 18], (True, True), "", "", (0.5, 0.0))]
     with torch.no_grad():
         pc, pr, _ = pair_logprobs(model, pairs, 0, average)
     ref_c, ref_r = pc - 0.5, pr + 0.25

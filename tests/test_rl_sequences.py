@@ -22,7 +22,7 @@ from proctor.models.shared_prefix import (
     tree_mask,
 )
 from proctor.rl.dpo_step import pair_logprobs
-from proctor.rl.pairs import PreferencePair
+from proctor.rl.pairs import CandidatePair
 
 PROMPTS = [[5, 6, 7, 8, 9, 30, 31], [12, 13], [18, 19, 20, 40]]
 COMPLETIONS = [[[10, 11], [50, 51, 52]], [[14, 15, 16, 17], [60]], [[21], [70, 71]]]
@@ -102,7 +102,7 @@ def test_shared_prompt_logprobs_equal_the_concatenated_rows_values_and_gradients
 
 
 def test_pair_logprobs_paths_agree(model):
-    pairs = [PreferencePair(p, cs[0], cs[1], (True, True), "", "", (1.0, 0.0))
+    pairs = [CandidatePair(p, cs[0], cs[1], (True, True), "", "", (1.0, 0.0))
              for p, cs in zip(PROMPTS, COMPLETIONS, strict=True)]
     with torch.no_grad():
         c1, r1, t1 = pair_logprobs(model, pairs, 0, shared_prompt=True)

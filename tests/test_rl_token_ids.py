@@ -13,7 +13,7 @@ import torch
 from proctor.envs import make
 from proctor.prompts import Candidate, Prefix
 from proctor.rl.dpo_step import pair_logprobs
-from proctor.rl.pairs import PreferencePair, candidate_tokens, prompt_ids, reply_ids
+from proctor.rl.pairs import CandidatePair, candidate_tokens, prompt_ids, reply_ids
 from proctor.rl.step_rows import step_row
 from proctor.trajectory import Step, Trajectory
 
@@ -71,7 +71,7 @@ def test_training_keeps_the_generated_ids_where_retokenizing_differs(tokenizer):
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
-    pair = PreferencePair(shared, generated, retokenized, (True, False), action, action, (1.0, 0.0))
+    pair = CandidatePair(shared, generated, retokenized, (True, False), action, action, (1.0, 0.0))
     with torch.no_grad():
         chosen, rejected, _ = pair_logprobs(model, [pair], tok.pad_token_id)
         logp = torch.log_softmax(model(torch.tensor([shared + generated])).logits[0], -1)

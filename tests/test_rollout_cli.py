@@ -79,6 +79,6 @@ def test_cli_rejects_bad_options_before_any_episode(tmp_path):
     for args, message in ((["--step-timeout", "-1"], "step_timeout"), (["--agent", "expert", "--expert-kind", "xyz"],
                                                                         "unknown expert 'xyz'")):
         proc = subprocess.run([PROCTOR, "rollout", "--env", "household", "--tasks", "2", "--out", str(tmp_path / "o"),
-                               *args], capture_output=True, text=True)
+                               *args], check=False, capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

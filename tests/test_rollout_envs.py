@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.envs.experts import expert_kinds, register_expert
 from proctor.envs.base import TextEnv
+from proctor.envs.experts import expert_kinds, register_expert
 from proctor.envs.registry import entries, register
 
 

@@ -6,7 +6,6 @@ from collections import Counter
 
 import pytest
 
-from proctor.prompts.turns import Prefix
 from proctor.agents.experts import ExpertAgent
 from proctor.envs import EnvError, make
 from proctor.envs.twenty_questions import vocabulary as V
@@ -20,6 +19,7 @@ from proctor.envs.twenty_questions.questions import (
     normalize,
     parse_question,
 )
+from proctor.prompts.turns import Prefix
 from proctor.trajectory import Step
 
 

@@ -11,8 +11,8 @@ from proctor.credit import (
     math_shepherd,
     montecarlo,
     preference,
-    progress,
     shaping,
+    spa,
 )
 from proctor.credit.outcome import CreditError, OutcomeConfig, Scored, scored, signed
 from proctor.credit.records import LabelledStep, PreferencePair, ProgressExample, Record, Transition
@@ -22,6 +22,6 @@ from proctor.credit.splits import SplitLeakError, check_no_leak, split_tasks, wi
 __all__ = [
     "CreditError", "LabelledStep", "MethodResult", "OutcomeConfig", "PreferencePair", "ProgressExample",
     "Record", "Scored", "Sources", "SplitLeakError", "Transition", "candidates", "check_no_leak", "get_method",
-    "group", "inverse", "make_config", "math_shepherd", "methods", "montecarlo", "preference", "progress",
-    "run_method", "scored", "shaping", "signed", "split_tasks", "with_splits",
+    "group", "inverse", "make_config", "math_shepherd", "methods", "montecarlo", "preference",
+    "run_method", "scored", "shaping", "signed", "spa", "split_tasks", "with_splits",
 ]

@@ -53,7 +53,7 @@ from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import Aggregation
-from proctor.rl.replay import ReplayBuffer, Transition, transitions
+from proctor.rl.replay import ReplayBuffer, ReplayTransition, transitions
 from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
@@ -202,10 +202,10 @@ class CriticLoss:
     def __init__(self, target: Critic, gamma: float, heads: str):
         self.target, self.gamma, self.heads = target, gamma, heads
 
-    def weight(self, rows: Sequence[Transition]) -> float:
+    def weight(self, rows: Sequence[ReplayTransition]) -> float:
         return len(rows)
 
-    def __call__(self, model: torch.nn.Module, rows: Sequence[Transition]) -> tuple[torch.Tensor, dict[str, Any]]:
+    def __call__(self, model: torch.nn.Module, rows: Sequence[ReplayTransition]) -> tuple[torch.Tensor, dict[str, Any]]:
         loss, stats = critic_loss(model, self.target, rows, self.gamma, self.heads)
         return loss * len(rows), {k: v * len(rows) for k, v in stats.items()}
 

@@ -29,7 +29,7 @@ from proctor.models.sequences import collate_completions, left_pad
 from proctor.prm.model import _load_backbone_with_new_head as load_backbone_with_new_head
 from proctor.prompts import PromptConfig
 from proctor.rl.pairs import prompt_ids
-from proctor.rl.replay import Transition
+from proctor.rl.replay import ReplayTransition
 from proctor.rl.td import chai_select, q_targets, v_targets
 
 HEAD_LABELS = ("q1", "q2", "v1", "v2")
@@ -104,7 +104,7 @@ def check_same_tokenizer(critic: UtteranceCritic, tokenizer: Any) -> None:
         raise ValueError("the critic's backbone must share the policy's tokenizer (it reads the policy's ids)")
 
 
-def critic_loss(critic: UtteranceCritic, target: UtteranceCritic, batch: Sequence[Transition], gamma: float,
+def critic_loss(critic: UtteranceCritic, target: UtteranceCritic, batch: Sequence[ReplayTransition], gamma: float,
                 heads: str = "min") -> tuple[torch.Tensor, dict[str, float]]:
     """The TD loss of one minibatch (see module docstring) and its statistics."""
     prompts, actions = [t.prompt_ids for t in batch], [t.action_ids for t in batch]

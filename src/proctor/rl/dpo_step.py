@@ -27,15 +27,15 @@ from proctor.models.sequences import (
     shared_prompt_logprobs,
 )
 from proctor.rl.dpo_losses import DPO_LOSSES, chosen_nll, log_ratio_margin
-from proctor.rl.pairs import PreferencePair
+from proctor.rl.pairs import CandidatePair
 
 
-def pair_rows(pairs: Sequence[PreferencePair]) -> list[tuple[list[int], list[int]]]:
+def pair_rows(pairs: Sequence[CandidatePair]) -> list[tuple[list[int], list[int]]]:
     """The chosen sequences of `pairs`, then their rejected sequences."""
     return [(p.prompt_ids, p.chosen_ids) for p in pairs] + [(p.prompt_ids, p.rejected_ids) for p in pairs]
 
 
-def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, average: bool = False,
+def pair_logprobs(model: torch.nn.Module, pairs: Sequence[CandidatePair], pad_id: int, average: bool = False,
                   shared_prompt: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(log π(chosen) [B], log π(rejected) [B], real tokens of the 2B sequences). `shared_prompt`: each pair's
     prompt runs once for both completions (`shared_prompt_logprobs`); False: the 2B concatenated rows run
@@ -52,7 +52,7 @@ def pair_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_i
 
 
 @torch.no_grad()
-def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], pad_id: int, batch_size: int,
+def reference_logprobs(model: torch.nn.Module, pairs: Sequence[CandidatePair], pad_id: int, batch_size: int,
                        average: bool = False, shared_prompt: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """log π_ref of every pair's chosen and rejected completion, [P] each, with `model` as it is now (eval
     mode, no gradients; the train/eval mode is restored)."""
@@ -73,7 +73,7 @@ def reference_logprobs(model: torch.nn.Module, pairs: Sequence[PreferencePair], 
 class DPORow:
     """One training row: a preference pair and its reference log-probs log π_ref(y_c), log π_ref(y_r)."""
 
-    pair: PreferencePair
+    pair: CandidatePair
     ref_chosen: float
     ref_rejected: float
 

@@ -23,14 +23,14 @@ from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.progress import StageProgress
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.likelihood_critic import LikelihoodCritic
-from proctor.rl.replay import Transition
+from proctor.rl.replay import ReplayTransition
 from proctor.rl.td import expected_value, min_heads
 from proctor.trajectory import Trajectory
 
 
 @torch.no_grad()
 def expected_baselines(policy: torch.nn.Module, critic: LikelihoodCritic, tokenizer: Any,
-                       trajs: Sequence[Trajectory], rows: Sequence[Transition], prompt: PromptConfig,
+                       trajs: Sequence[Trajectory], rows: Sequence[ReplayTransition], prompt: PromptConfig,
                        temperature: float, states_per_pass: int = 16, progress: bool = True) -> list[float]:
     """V^π(s) of every row's state (module docstring); π is `policy` as the choice agent at `temperature`.
     A state without an admissible list is an error naming its trajectory and step."""

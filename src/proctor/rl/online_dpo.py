@@ -56,7 +56,7 @@ from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.pairs import PreferencePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
+from proctor.rl.pairs import CandidatePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
 from proctor.rl.served_policy import stop_generation_server
 from proctor.training.distributed import is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit, shuffled, shuffled_batches
@@ -200,10 +200,10 @@ def sample_states(trajs: Sequence[Trajectory], max_states: int | None, rng: rand
 
 
 def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Agent, scorer: StepScorer,
-                  tokenizer: Any) -> tuple[list[PreferencePair], dict[str, Any]]:
+                  tokenizer: Any) -> tuple[list[CandidatePair], dict[str, Any]]:
     """N actions per state from `sampler`, PRM scores of the distinct ones, and the state's pairs under
     `cfg.pairing` unless it is a tie (a state whose N draws are one action is a tie)."""
-    pairs: list[PreferencePair] = []
+    pairs: list[CandidatePair] = []
     counts = {"states": len(prefixes), "ties": 0, "too_long": 0, "candidates": 0, "unfinished": 0}
     score_sum = 0.0
     with StageProgress("dpo pairs", total=len(prefixes), unit="states", enabled=cfg.progress) as bar:
@@ -234,7 +234,7 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
                     continue
                 for best, worst in picks:
                     (chosen, exact_c), (rejected, exact_r) = tokens[best], tokens[worst]
-                    pairs.append(PreferencePair(
+                    pairs.append(CandidatePair(
                         shared, chosen, rejected, (exact_c, exact_r), cands[best].action, cands[worst].action,
                         (adjusted[best], adjusted[worst]),
                         {"task_id": prefix.task_id, "sample": prefix.sample, "step": prefix.step_index,
@@ -279,7 +279,7 @@ def iteration_metrics(k: int, rollout: dict[str, Any], collected: dict[str, Any]
     }
 
 
-def write_pairs(folder: Path, pairs: Sequence[PreferencePair]) -> None:
+def write_pairs(folder: Path, pairs: Sequence[CandidatePair]) -> None:
     """`folder/pairs.jsonl`: one line per pair (texts, scores, ids)."""
     with (folder / "pairs.jsonl").open("w") as f:
         for p in pairs:

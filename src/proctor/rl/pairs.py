@@ -103,7 +103,7 @@ def candidate_tokens(tokenizer: Any, prefix: Prefix, cand: Candidate, cfg: Promp
 
 
 @dataclass
-class PreferencePair:
+class CandidatePair:
     """One training pair: the shared prompt and the two completions, with where they came from."""
 
     prompt_ids: list[int]

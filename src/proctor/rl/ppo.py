@@ -7,7 +7,7 @@ One iteration k = 1..K:
    generated token ids;
 2. turn rewards r_k (`turn_rewards`): the env's `Step.reward` (`env`), the PRM's score of step k (`prm`,
    AgentPRM's process reward), or SPA's r_k = α·ĉ_k + β·g_k with ĉ_k a progress estimator's score and g_k
-   the action's validity (`spa`, `proctor.credit.progress.compose_rewards`); plus w·R on the last step
+   the action's validity (`spa`, `proctor.credit.spa.compose_rewards`); plus w·R on the last step
    (`outcome_weight`, R the outcome). Not SPA's released quirks: the progress scores are used, there is no
    (T−1−k) multiplier, and the data is on-policy;
 3. rows: one per step (the state's prompt, the generated ids), with the old log-probs (and, when kl_coef > 0,
@@ -39,7 +39,7 @@ from pydantic import Field, model_validator
 
 from proctor.agents.registry import ServerRef
 from proctor.credit.outcome import outcome
-from proctor.credit.progress import compose_rewards
+from proctor.credit.spa import compose_rewards
 from proctor.models.sequences import collate_completions
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.model import ProcessRewardModel

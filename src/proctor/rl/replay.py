@@ -29,7 +29,7 @@ from proctor.trajectory import Trajectory
 
 
 @dataclass
-class Transition:
+class ReplayTransition:
     """One agent step (see module docstring)."""
 
     prompt_ids: list[int]
@@ -45,24 +45,24 @@ class Transition:
     iteration: int = 0
 
 
-COLUMNS = tuple(f.name for f in fields(Transition))
+COLUMNS = tuple(f.name for f in fields(ReplayTransition))
 
 
 def transitions(tokenizer: Any, trajs: Sequence[Trajectory], cfg: PromptConfig | None, iteration: int = 0
-                ) -> list[Transition]:
+                ) -> list[ReplayTransition]:
     """Every step of `trajs` as a transition; a step without the policy's token ids is an error."""
     out = []
     for traj in trajs:
         rows = [step_row(tokenizer, traj, t, cfg) for t in range(len(traj.steps))]
         nexts = [r.prompt_ids for r in rows[1:]] + [prompt_ids(tokenizer, prefix_at(traj, len(traj.steps)), cfg)]
         for t, (step, row, nxt) in enumerate(zip(traj.steps, rows, nexts, strict=True)):
-            out.append(Transition(row.prompt_ids, row.completion_ids, list(step.logprobs or []), float(step.reward),
+            out.append(ReplayTransition(row.prompt_ids, row.completion_ids, list(step.logprobs or []), float(step.reward),
                                   step.terminated, step.truncated, nxt, step.action, traj.id, t, iteration))
     return out
 
 
 class ReplayBuffer:
-    """Fixed-capacity columnar buffer of `Transition`s (see module docstring)."""
+    """Fixed-capacity columnar buffer of `ReplayTransition`s (see module docstring)."""
 
     def __init__(self, capacity: int):
         if capacity < 1:
@@ -74,7 +74,7 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self.columns["reward"])
 
-    def add(self, items: Sequence[Transition]) -> list[int]:
+    def add(self, items: Sequence[ReplayTransition]) -> list[int]:
         """Append (or, when full, overwrite the oldest); returns the slots written, in order."""
         slots = []
         for item in items:
@@ -91,10 +91,10 @@ class ReplayBuffer:
             slots.append(slot)
         return slots
 
-    def take(self, slots: Sequence[int]) -> list[Transition]:
-        return [Transition(**{c: self.columns[c][i] for c in COLUMNS}) for i in slots]
+    def take(self, slots: Sequence[int]) -> list[ReplayTransition]:
+        return [ReplayTransition(**{c: self.columns[c][i] for c in COLUMNS}) for i in slots]
 
-    def sample(self, n: int, generator: torch.Generator) -> list[Transition]:
+    def sample(self, n: int, generator: torch.Generator) -> list[ReplayTransition]:
         """`n` transitions drawn uniformly with replacement (ArCHer's sampling), reproducible by `generator`."""
         if not len(self):
             raise ValueError("sampling from an empty replay buffer")
