@@ -18,7 +18,7 @@ from proctor.prm.likelihood import LIKELIHOOD_FILE
 from proctor.rl.archer import ArCHerConfig, critic_parameter_groups, train_archer
 from proctor.rl.critic import critic_loss
 from proctor.rl.likelihood_critic import LikelihoodCritic
-from proctor.rl.replay import Transition
+from proctor.rl.replay import ReplayTransition
 from proctor.training.policy import frozen_copy
 from test_rl_archer import td_losses
 
@@ -44,8 +44,8 @@ def _household_archer(tiny_model_dir, tmp_path, **fields) -> ArCHerConfig:
                         **fields)
 
 
-def _t(i: int, reward: float, terminated: bool) -> Transition:
-    return Transition([1, 2, i], [5, i], [-0.5, -0.25], reward, terminated, not terminated, [1, 2, i, 3])
+def _t(i: int, reward: float, terminated: bool) -> ReplayTransition:
+    return ReplayTransition([1, 2, i], [5, i], [-0.5, -0.25], reward, terminated, not terminated, [1, 2, i, 3])
 
 
 def test_q_is_the_likelihood_prms_score_and_v_reads_the_states_last_token(tiny_model_dir, tmp_path):
