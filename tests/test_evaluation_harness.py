@@ -128,6 +128,11 @@ def test_eval_and_compare_commands(tmp_path):
     assert "McNemar" in c.output
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert rows[1]["p_value"] == pytest.approx(0.5)  # 2 discordant pairs: 2 · 2⁻²
+    assert [r["label"] for r in rows] == ["rand", "expert(expert=search)"] and "won / lost" in c.output
+    assert (rows[1]["b01"], rows[1]["b10"]) == (2, 0)  # the expert won both pairs the random agent lost
+    twice = runner.invoke(app, ["compare", str(tmp_path / "b"), str(tmp_path / "b"), "--json", str(tmp_path / "d.json")])
+    assert twice.exit_code == 0, twice.output
+    assert [r["label"] for r in json.loads((tmp_path / "d.json").read_text())["rows"]] == ["rand (.)", "rand (.)"]
     bad = runner.invoke(app, ["eval", "--env", "household", "--agent", "random", "--n", "1,2", "--tasks", "1",
                               "--out", str(tmp_path / "x"), "--no-progress"])
     assert bad.exit_code == 2 and "no field 'n'" in bad.output

@@ -163,17 +163,18 @@ def compare_cmd(
         result = compare(dirs, resamples=resamples, seed=seed)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    table = Table(title="comparison (row 1 is the baseline)", show_header=True)
-    for col in ("policy", "episodes", "success (95% CI)", "mean steps", "env steps", "pairs", "Δ success (95% CI)",
-                "A✓B✗ / A✗B✓", "McNemar p"):
+    table = Table(title="comparison (row 1 is the baseline; won / lost: pairs this row won and the baseline lost, "
+                  "and the reverse)", show_header=True)
+    for col in ("evaluation", "episodes", "success (95% CI)", "mean steps", "env steps", "pairs",
+                "Δ success (95% CI)", "won / lost", "McNemar p"):
         table.add_column(col, justify="right")
     for r in result.rows:
         paired = r["pairs"] is not None
         table.add_row(
-            r["policy"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]), f"{r['mean_steps']:.2f}",
+            r["label"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]), f"{r['mean_steps']:.2f}",
             str(r["env_steps"] if r["env_steps"] is not None else "—"), str(r["pairs"]) if paired else "—",
             diff_text(r["diff"], r["diff_ci95"]) if r["diff"] is not None else "—",
-            f"{r['b10']} / {r['b01']}" if paired else "—",
+            f"{r['b01']} / {r['b10']}" if paired else "—",
             f"{r['p_value']:.4g}" if r["p_value"] is not None else "—")
     console.print(table, width=max(console.width, 150))
     console.print(f"test: {result.test}")

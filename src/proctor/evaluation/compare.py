@@ -45,6 +45,17 @@ def paired(base: EvalRun, other: EvalRun, resamples: int = 10_000, seed: int = 0
             "p_value": mcnemar_exact(b01, b10)}
 
 
+def evaluation_labels(runs: list[EvalRun]) -> list[str]:
+    """A row label per evaluation: its name (`proctor eval --name`, a pipeline entry's name), followed, where two
+    evaluations share a name, by its folder relative to the folders' common parent ("policy (iter-1/eval/policy)")."""
+    import os
+
+    names = [run.policy for run in runs]
+    root = os.path.commonpath([str(run.dir.resolve()) for run in runs])
+    return [f"{name} ({os.path.relpath(run.dir.resolve(), root)})" if names.count(name) > 1 else name
+            for run, name in zip(runs, names, strict=True)]
+
+
 def compare(dirs: list[Path], resamples: int = 10_000, seed: int = 0) -> Comparison:
     """Side-by-side table of the evaluations in `dirs` (a sweep folder gives one row per N), each paired
     with the first. Raises ValueError naming a folder that holds no evaluation."""
@@ -52,9 +63,10 @@ def compare(dirs: list[Path], resamples: int = 10_000, seed: int = 0) -> Compari
     if len(runs) < 2:
         raise ValueError(f"compare needs at least two evaluations, found {len(runs)} in {', '.join(map(str, dirs))}")
     out = Comparison()
+    labels = evaluation_labels(runs)
     for i, run in enumerate(runs):
         s = run.summary
-        row = {"policy": run.policy, "dir": str(run.dir), "env": s.get("env"), "split": s.get("split"),
+        row = {"label": labels[i], "policy": run.policy, "dir": str(run.dir), "env": s.get("env"), "split": s.get("split"),
                "episodes": s["episodes"], "successes": s["successes"], "success_rate": s["success_rate"],
                "success_ci95": s["success_ci95"], "mean_steps": s["mean_steps"],
                "env_steps": s.get("budget", {}).get("env_steps"), "crashed": len(s.get("crashed", [])),
