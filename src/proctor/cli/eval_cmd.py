@@ -116,10 +116,10 @@ def eval_cmd(
         except ValueError:
             fail(f"--n: expected comma-separated integers such as 1,2,4,8, got {n!r}")
     if data.get("env_module"):
-        import importlib
+        from proctor.envs.registry import import_env_module
 
         try:
-            importlib.import_module(data["env_module"])
+            import_env_module(data["env_module"])
         except ImportError as e:
             fail(f"--env-module {data['env_module']}: {e}")
     try:

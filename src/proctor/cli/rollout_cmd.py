@@ -72,10 +72,10 @@ def rollout_cmd(
     if env_module:
         data["env_module"] = env_module
     if data.get("env_module"):  # before validation: the module may register the env's experts
-        import importlib
+        from proctor.envs.registry import import_env_module
 
         try:
-            importlib.import_module(data["env_module"])
+            import_env_module(data["env_module"])
         except ImportError as e:
             fail(f"--env-module {data['env_module']}: {e}")
     if "agent" not in data or agent != "random" or agent_arg:

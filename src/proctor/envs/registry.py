@@ -89,3 +89,23 @@ def make(name: str, **kwargs: Any) -> TextEnv:
 
 def entries() -> dict[str, EnvEntry]:
     return dict(sorted(_REGISTRY.items()))
+
+
+def import_env_module(name: str) -> None:
+    """Import the module that registers a user's env (`--env-module`, `env_module:`), looking in the current
+    folder too (as `python -m` does), so `my_env.py` beside the command needs no PYTHONPATH. Worker processes
+    inherit the path. An ImportError names the module and where it was looked for."""
+    import importlib
+    import os
+    import sys
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name.split(".")[0] and e.name != name:
+            raise  # the module exists; one of its own imports is missing
+        raise ModuleNotFoundError(f"env module {name!r} not found in the current folder ({here}) or on the import "
+                                  "path", name=e.name) from None

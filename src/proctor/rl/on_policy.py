@@ -150,12 +150,10 @@ def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, sam
 def iteration_tasks(cfg: Any, k: int) -> list[str]:
     """With `fresh_tasks`: the task ids of iteration k (1-based), tasks (k−1)·N … k·N−1 of the split, wrapping
     round it (N = `cfg.tasks`, which must be a count)."""
-    import importlib
-
-    from proctor.envs.registry import EnvSpec
+    from proctor.envs.registry import EnvSpec, import_env_module
     from proctor.rollout.run import select_tasks
 
     if cfg.env_module:
-        importlib.import_module(cfg.env_module)
+        import_env_module(cfg.env_module)
     ids = select_tasks(EnvSpec(cfg.env, cfg.env_kwargs), cfg.split, None)
     return [ids[i % len(ids)] for i in range((k - 1) * cfg.tasks, k * cfg.tasks)]

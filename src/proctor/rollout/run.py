@@ -3,12 +3,11 @@ quickstart and the pipeline)."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass
 
 from proctor.agents.base import Agent
-from proctor.envs.registry import EnvSpec
+from proctor.envs.registry import EnvSpec, import_env_module
 from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
 from proctor.rollout.starts import completion_items
@@ -50,7 +49,7 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
     (of the selected tasks) instead of K samples from each task's first state. Returns the store and the
     summary of exactly the requested episodes."""
     if cfg.env_module:
-        importlib.import_module(cfg.env_module)
+        import_env_module(cfg.env_module)
     spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))
     if cfg.start is not None:
         sources = TrajectoryStore.open(cfg.start.source).load()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from proctor.envs.registry import EnvSpec
+from proctor.envs.registry import EnvSpec, import_env_module
 from proctor.rollout.config import check_tasks
 from proctor.rollout.run import select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize
@@ -56,7 +55,7 @@ def run_search(cfg: SearchRunConfig | Mapping[str, Any]) -> SearchResult:
     """Run `cfg.search` on the selected tasks; returns the store and the summary of exactly these pairs."""
     cfg = cfg if isinstance(cfg, SearchRunConfig) else SearchRunConfig.model_validate(dict(cfg))
     if cfg.env_module:
-        importlib.import_module(cfg.env_module)
+        import_env_module(cfg.env_module)
     spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))
     task_ids = cfg.tasks if isinstance(cfg.tasks, list) else select_tasks(spec, cfg.split, cfg.tasks)
     job = SearchJob(spec, list(task_ids), cfg.samples, cfg.out, split=cfg.split, seed=cfg.seed, batch=cfg.batch,
