@@ -78,3 +78,25 @@ def test_summary_csv_has_an_all_row_then_one_per_task_type():
     assert [r["group"] for r in rows] == ["all", "task_type=cool", "task_type=heat"]
     assert rows[0]["episodes"] == "2" and rows[0]["success_rate"] == "0.5000" and rows[0]["mean_prm_score"] == "0.5000"
     assert rows[1]["successes"] == "0" and rows[2]["successes"] == "1"
+
+
+def test_the_run_tables_read_at_80_columns():
+    """No header or cell is cut with "…" when the terminal is 80 columns wide."""
+    from rich.console import Console
+
+    from proctor.pipeline.table import result_tables
+
+    row = {"success_rate": 0.38, "success_ci95": [0.31, 0.45], "episodes": 200, "mean_steps": 11.2,
+           "budget": {"env_steps": 2240, "prm_calls": 17920}}
+    vs = {"iteration": 0, "policy": "policy", "pairs": 200, "diff": 0.26, "diff_ci95": [0.18, 0.34], "b01": 61,
+          "b10": 9, "p_value": 9e-9}
+    summary = {"env": "household", "results": [
+        {"iteration": 0, "policy": "policy", **row},
+        {"iteration": 0, "policy": "best-of-8 (PRM Q0)", **row, "vs_first": vs},
+        {"iteration": 1, "policy": "beam 2x2 (PRM Q0)", **row, "vs_first": vs}]}
+    console = Console(width=80, record=True, color_system=None)
+    for table in result_tables(summary):
+        console.print(table)
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "best-of-8" in text and "+26.0 [+18.0, +34.0]" in text

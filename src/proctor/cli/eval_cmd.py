@@ -131,7 +131,7 @@ def eval_cmd(
         fail(e)
     for s in result.summaries:
         for table in _summary_tables(s):
-            console.print(table, width=max(console.width, 120))
+            console.print(table)
         if s["crashed"] or s["missing"]:
             console.print(f"[red]{len(s['crashed'])} crashed and {len(s['missing'])} missing episodes count as "
                           f"failures[/red] (listed in {cfg.out}/…/summary.json)")
@@ -142,7 +142,7 @@ def eval_cmd(
         for r in result.sweep["rows"]:
             sweep.add_row(str(r["n"]), str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]),
                           f"{r['mean_steps']:.2f}", str(r["budget"].get("env_steps", "—")))
-        console.print(sweep, width=max(console.width, 100))
+        console.print(sweep)
     if result.plot is not None:
         console.print(f"success vs N: {result.plot}")
     console.print(f"wrote {cfg.out}")
@@ -176,7 +176,7 @@ def compare_cmd(
             diff_text(r["diff"], r["diff_ci95"]) if r["diff"] is not None else "—",
             f"{r['b01']} / {r['b10']}" if paired else "—",
             f"{r['p_value']:.4g}" if r["p_value"] is not None else "—")
-    console.print(table, width=max(console.width, 150))
+    console.print(table)
     console.print(f"test: {result.test}")
     if json_out is not None:
         json_out.write_text(json.dumps(result.to_dict(), indent=2))

@@ -1,5 +1,6 @@
 """The results table of a pipeline run, like AgentPRM's Table 1: policy, success % with its 95% interval,
-mean steps, and the compute budget per episode; and each row paired with the first (π0 in the quickstart)."""
+mean steps, and the compute budget per episode; and each row paired with the first (π0 in the quickstart).
+Headers are short and policy names wrap, so both tables read at 80 columns."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ from proctor.evaluation.compare import diff_text
 
 def results_table(summary: dict[str, Any], title: str | None = None) -> Table:
     table = Table(title=title or f"{summary.get('env', '')}: held-out test tasks")
-    for col, justify in (("iteration", "right"), ("policy", "left"), ("success %", "right"),
-                         ("95% interval", "right"), ("episodes", "right"), ("mean steps", "right"),
-                         ("env steps / episode", "right"), ("PRM calls / episode", "right")):
-        table.add_column(col, justify=justify)
+    table.caption = "n: episodes; steps: mean steps per episode; env/ep, PRM/ep: env steps and PRM calls per episode"
+    for col in ("iter", "policy", "success % [95% CI]", "n", "steps", "env/ep", "PRM/ep"):
+        table.add_column(col, justify="left" if col == "policy" else "right",
+                         **({"overflow": "fold"} if col == "policy" else {"no_wrap": True}))
     for r in summary.get("results", []):
         lo, hi = r.get("success_ci95", [0.0, 0.0])
         budget = r.get("budget") or {}
         n = max(1, r.get("episodes", 1))
-        table.add_row(str(r["iteration"]), r["policy"], f"{100 * r.get('success_rate', 0):.1f}",
-                      f"[{100 * lo:.1f}, {100 * hi:.1f}]", str(r.get("episodes", "")),
-                      f"{r.get('mean_steps', 0):.1f}", f"{budget.get('env_steps', 0) / n:.1f}",
+        table.add_row(str(r["iteration"]), r["policy"], f"{100 * r.get('success_rate', 0):.1f} [{100 * lo:.1f}, "
+                      f"{100 * hi:.1f}]", str(r.get("episodes", "")), f"{r.get('mean_steps', 0):.1f}",
+                      f"{budget.get('env_steps', 0) / n:.1f}",
                       f"{budget.get('prm_calls', 0) / n:.1f}" if "prm_calls" in budget else "-")
     return table
 
@@ -36,8 +37,10 @@ def paired_table(summary: dict[str, Any]) -> Table | None:
         return None
     first = rows[0]["vs_first"]
     table = Table(title=f"paired with iteration {first['iteration']} {first['policy']} on the same tasks")
-    for col in ("iteration", "policy", "pairs", "Δ success points [95%]", "won / lost", "McNemar p"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+    table.caption = "Δ: success points against the first row, 95% bootstrap CI; p: McNemar's exact test"
+    for col in ("iter", "policy", "pairs", "Δ [95% CI]", "won / lost", "p"):
+        table.add_column(col, justify="left" if col == "policy" else "right",
+                         **({"overflow": "fold"} if col == "policy" else {"no_wrap": True}))
     for r in rows:
         vs = r["vs_first"]
         table.add_row(str(r["iteration"]), r["policy"], str(vs["pairs"]), diff_text(vs["diff"], vs["diff_ci95"]),
