@@ -30,12 +30,50 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
         console.print(f"[bold]{stage}[/] done in {record.get('seconds', 0):.1f} s", highlight=False)
 
 
+def print_plan(cfg: Any) -> None:
+    """`--dry-run`: the run's settings, then one line per stage (`proctor.pipeline.plan`); what the run would
+    meet on this machine (the env's data, the model folder, stages already done) as notes."""
+    from proctor.pipeline.manifest import MANIFEST
+    from proctor.pipeline.plan import plan_stages, split_sizes
+
+    notes: list[str] = []
+    try:
+        sizes: dict[str, int] | None = split_sizes(cfg)
+    except Exception as e:  # noqa: BLE001 - any failure to build the env is reported, not raised
+        sizes = None
+        notes.append(f"env {cfg.env!r} could not be built here, so task counts are not shown: "
+                     f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    if cfg.model.path is not None and "/" in cfg.model.path and not Path(cfg.model.path).exists():
+        notes.append(f"model.path {cfg.model.path!r} does not exist here (a hub name is fetched when the run starts)")
+    done: dict[str, Any] = {}
+    if (cfg.out / MANIFEST).is_file():
+        import json
+
+        done = json.loads((cfg.out / MANIFEST).read_text()).get("stages", {})
+    kwargs = ", ".join(f"{k}={v}" for k, v in cfg.env_kwargs.items())
+    console.print(f"[bold]proctor run[/] {cfg.out}: env {cfg.env}({kwargs}), seed {cfg.seed}, workers {cfg.workers}, "
+                  f"{cfg.iterations} iteration(s)", highlight=False, soft_wrap=True)
+    stages = plan_stages(cfg, sizes)
+    width = max(len(stage.key) for stage in stages)
+    for stage in stages:
+        mark = "  (done)" if stage.key in done else ""
+        console.print(stage.line(width) + mark, highlight=False, soft_wrap=True, markup=False)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    console.print(f"{len(stages)} stages; nothing was run (--dry-run)", highlight=False)
+
+
 @app.command("run")
 def run_cmd(
-    config: Annotated[Path, typer.Argument(help="a PipelineConfig YAML file (see `proctor.pipeline.config`)")],
+    config: Annotated[Path, typer.Argument(help="the loop's YAML config, e.g. "
+                                           "examples/pipeline/quickstart-household.yaml")],
     out: Annotated[Path | None, typer.Option("--out", help="run directory (overrides the config's `out`)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate the config and print its stages (what each "
+                                          "runs, with which model, into which folder) without running any")] = False,
 ) -> None:
-    """Run (or resume) the iterated loop: demos → SFT → [rollouts → targets → PRM → eval → online DPO] × K."""
+    """Run (or resume) the iterated loop: demos → SFT → (rollouts → targets → PRM → evaluations → monitor →
+    improvement by online DPO or best-of-N distillation) × K; writes summary.json and report.html into the run
+    directory."""
     from pydantic import ValidationError
 
     from proctor.pipeline import PipelineConfig, run_pipeline
@@ -48,9 +86,15 @@ def run_cmd(
         cfg = PipelineConfig.model_validate(data)
     except ValidationError as e:
         fail(e, where=str(config))
+    if dry_run:
+        print_plan(cfg)
+        return
     try:
         summary = run_pipeline(cfg, report=print_stage)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
     for table in result_tables(summary):
         console.print(table)
+    from proctor.evaluation.report import build_report
+
+    console.print(f"report: {build_report(cfg.out)}", highlight=False)

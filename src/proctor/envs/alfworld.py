@@ -12,6 +12,28 @@ updates its inventory only on commands that contain "put", while that grammar pl
 the expert believes it still holds what it put down (and loses most `pick_two_obj_and_place` games).
 A task id is a game folder relative to `data_dir` ("valid_unseen/<task type>-.../trial_..."); its task
 type is the folder name's prefix (six types). The episode is determined by the game: the seed is unused.
+A fixed panel of games is a list of such ids (`tasks: [...]` or `panel: FILE` in a `proctor run` config;
+`examples/alfworld/panels/`).
+
+Reproducibility. The `alfworld` extra pins alfworld==0.4.2 (its grammar and handcoded expert; textworld comes
+with it). `packages` names alfworld and textworld, so every trajectory store and pipeline manifest of an
+ALFWorld run records their installed versions (`proctor.envs.versions`). The step limit is 50 by default, as
+in AgentPRM and verl-agent: an episode not won by then ends `truncated`.
+
+What proctor does to ALFWorld's text, exactly:
+- the first observation: TextWorld's banner "-= Welcome to TextWorld, ALFRED! =-" and the whitespace around
+  the rest are cut (`split_observation`; the ReAct prompts for ALFWorld drop it the same way);
+  the room description and "Your task is to: ..." are kept as they are, and the text after that marker is
+  also reported as `info["task"]`;
+- later observations: TextWorld's feedback with the whitespace at its ends stripped ("Nothing happens." for a
+  command the game does not take, which `info["valid"]` reports as invalid);
+- admissible commands: TextWorld's `admissible_commands` list as it is (order and text), from the installed
+  package's grammar (see above; `grammar="game"` keeps the game file's); proctor adds, removes and rewrites
+  none. `expert_command` rewrites a command only for what the handcoded expert hears, never for the game;
+- object names: ALFWorld's own `AlfredDemangler` (unshuffled), as ALFWorld's text env uses.
+Nothing else is added at the env. What a model reads is the prompt `proctor.prompts` renders around that text
+(the task, a window of recent steps, an optional "Earlier actions: ..." memory line, the admissible commands
+when `show_admissible`); the env's strings appear in it unchanged.
 """
 
 from __future__ import annotations
@@ -121,8 +143,10 @@ class ALFWorldEnv(TextEnv):
 
     name: ClassVar[str] = "alfworld"
     copyable: ClassVar[bool] = False  # a TextWorld game is not deep-copyable: clone() replays
+    #: the packages whose versions change the episodes (recorded in every manifest: `proctor.envs.versions`)
+    packages: ClassVar[tuple[str, ...]] = ("alfworld", "textworld")
 
-    def __init__(self, data_dir: str | os.PathLike | None = None, max_steps: int = 30, expert_hints: bool = False,
+    def __init__(self, data_dir: str | os.PathLike | None = None, max_steps: int = 50, expert_hints: bool = False,
                  grammar: str = "alfworld"):
         if grammar not in GRAMMARS:
             raise ValueError(f"alfworld: grammar must be one of {GRAMMARS}, got {grammar!r}")

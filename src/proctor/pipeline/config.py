@@ -9,6 +9,13 @@
 Agent configs in `evaluate` may use the placeholders `$policy` (the iteration's policy folder) and `$prm`
 (the iteration's PRM folder); `policy_agent` is how the policy acts (`$policy` is filled in).
 
+`workers` (and `step_timeout`) host the envs of every stage that steps them in worker processes: the
+demonstrations, rollouts, candidate completions, evaluations (search included), the monitor, and online DPO's
+rollouts (`improve.workers`, the pipeline's unless set). The task sections (`demos`, `rollout`, `evaluate`, and
+online DPO's `improve`) take the first N tasks of a split, a list of task ids, or a `panel` file of ids (a fixed
+panel; `tasks: N` then takes its first N); each stage's config in `manifest.json` records the ids it ran.
+`proctor run CONFIG --dry-run` prints the stages without running them (`proctor.pipeline.plan`).
+
 The trainer sections (`sft`, `prm`, `improve`, `targets`) are typed: each is made by `section_model` from its
 stage's config class (`SFTConfig`, `PRMTrainConfig` or `LikelihoodPRMConfig` by `prm.kind`, `OnlineDPOConfig` or
 `BonDistillConfig` by `improve.method`, `TargetsConfig`) with the same fields, less those the loop sets itself.
@@ -34,6 +41,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializationInfo,
     ValidationError,
     ValidationInfo,
@@ -55,6 +63,7 @@ from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
 from proctor.rl.sft import SFTConfig
+from proctor.rollout.config import check_tasks
 from proctor.training.config import training_argument_names
 
 
@@ -75,13 +84,53 @@ class ModelSection(_Section):
         return self
 
 
+def read_panel(path: Path) -> list[str]:
+    """The task ids of a panel file: one a line, in order; blank lines and `#` comments are skipped."""
+    if not path.is_file():
+        raise ValueError(f"panel {str(path)!r}: no such file")
+    ids = [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()]
+    ids = [i for i in ids if i]
+    if not ids:
+        raise ValueError(f"panel {str(path)!r}: no task ids in it")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"panel {str(path)!r}: has duplicate task ids")
+    return ids
+
+
 class TaskSection(_Section):
-    """Which tasks and how many episodes per task."""
+    """Which tasks and how many episodes per task: the split's tasks in the env's order, or a fixed panel of task
+    ids (`tasks` as a list, or a `panel` file), which the stages' configs in `manifest.json` record id by id."""
 
     split: str
-    tasks: int | None = Field(default=None, ge=1, description="first N tasks of the split (None: all)")
+    tasks: int | list[str] | None = Field(
+        default=None, description="the first N tasks of the split (of the panel, with `panel`), a list of task ids, "
+        "or None: all of them")
+    panel: Path | None = Field(default=None, description="a file of task ids, one a line (`#` comments), read when "
+                               "the config is validated (relative to the working directory): the tasks instead of "
+                               "the split's own order")
     samples: int = Field(default=1, ge=1)
     batch: int = Field(default=16, ge=1)
+    _panel_ids: list[str] | None = PrivateAttr(default=None)
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
+        return check_tasks(v)
+
+    @model_validator(mode="after")
+    def _panel(self) -> TaskSection:
+        if self.panel is not None:
+            if isinstance(self.tasks, list):
+                raise ValueError("give a panel file or a list of tasks, not both (`tasks: N` takes the panel's first N)")
+            self._panel_ids = read_panel(self.panel)
+        return self
+
+    def task_ids(self) -> int | list[str] | None:
+        """What the stage's config takes as `tasks`: the panel's ids (its first `tasks`), the listed ids, a count
+        of the split's first tasks, or None (all)."""
+        if self._panel_ids is not None:
+            return self._panel_ids[:self.tasks] if isinstance(self.tasks, int) else list(self._panel_ids)
+        return list(self.tasks) if isinstance(self.tasks, list) else self.tasks
 
 
 class DemoSection(TaskSection):
@@ -408,18 +457,45 @@ LikelihoodPRMSection = section_model(
     refs={"anchor": ANCHOR_REF},
     fields={"kind": (Literal["likelihood"], Field(description="the likelihood PRM (`proctor.prm.likelihood`)"))})
 
+
+class _PanelTasks(StageSection):
+    """A trainer section that picks tasks (`tasks`, `split`) and may take them from a panel file (`panel`, as
+    `TaskSection`'s): the trainer gets the panel's ids (its first `tasks`)."""
+
+    _panel_ids: list[str] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _panel(self) -> _PanelTasks:
+        panel = getattr(self, "panel", None)
+        if panel is not None:
+            if isinstance(getattr(self, "tasks", None), list):
+                raise ValueError("give a panel file or a list of tasks, not both (`tasks: N` takes the panel's first N)")
+            self._panel_ids = read_panel(panel)
+        return self
+
+    def values(self, cfg: PipelineConfig, folders: Mapping[str, str]) -> dict[str, Any]:
+        out = super().values(cfg, folders)
+        if self._panel_ids is not None:
+            tasks = getattr(self, "tasks", None)
+            out["tasks"] = self._panel_ids[:tasks] if isinstance(tasks, int) else list(self._panel_ids)
+        return out
+
+
 OnlineDPOSection = section_model(
     "OnlineDPOSection", OnlineDPOConfig, "online DPO",
-    "Online DPO of π_k against Q_k (`proctor.rl.online_dpo`; the default improvement).",
+    "Online DPO of π_k against Q_k (`proctor.rl.online_dpo`; the default improvement).", base=_PanelTasks,
     loop={"policy": "$policy", "prm": "$prm", "output_dir": "$out"},
     forced={"env": lambda cfg: cfg.env, "env_kwargs": lambda cfg: cfg.env_kwargs},
-    inherit={"seed": SEED, "agent": ("`policy_agent`", lambda cfg: cfg.policy_agent)},
+    inherit={"seed": SEED, "agent": ("`policy_agent`", lambda cfg: cfg.policy_agent),
+             "workers": ("the pipeline's `workers`", lambda cfg: cfg.workers)},
     refs={"states_from": ROLLOUTS_REF},
     fields={"method": (Literal["online-dpo"], Field(default="online-dpo", description="online DPO "
                                                     "(`proctor.rl.online_dpo`; the default)")),
             "agent": (dict[str, Any] | None, Field(
                 default=None, description="the policy's agent config while it samples, without `model` (the loop's; "
-                "None: `policy_agent`)"))})
+                "None: `policy_agent`)")),
+            "panel": (Path | None, Field(default=None, description="a file of task ids of `split`, one a line "
+                                         "(`#` comments): the rollouts' tasks (`tasks: N`: its first N)"))})
 
 BonDistillSection = section_model(
     "BonDistillSection", BonDistillConfig, "best-of-N distillation",
@@ -480,6 +556,11 @@ class PipelineConfig(_Section):
     seed: int = 0
     env: str
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    workers: int = Field(default=0, ge=0, description="env worker processes of every stage that steps envs "
+                         "(demonstrations, rollouts, candidates, evaluations, the monitor, online DPO's rollouts; "
+                         "0: in the stage's own process)")
+    step_timeout: float | None = Field(default=60.0, gt=0, description="with workers: seconds before an env reset "
+                                       "or step counts as hung (its episode ends with env_error)")
     model: ModelSection
     demos: DemoSection = Field(default_factory=DemoSection)
     sft: SFTSection = Field(default_factory=SFTSection,

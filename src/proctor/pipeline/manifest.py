@@ -3,14 +3,14 @@
 Every stage that finishes is recorded with its iteration, its inputs and outputs (paths relative to the run
 directory), its config, the run's seed, the git revision of the code and its wall time; a re-run skips the
 stages recorded as done (and whose outputs still exist), so an interrupted run resumes at the stage it was in.
-The run also records its `environment`: the Python, the versions of the packages that change the numbers, and
-torch's thread count. The same seed trains other models when any of them differ (README, the quickstart), so a
-resume in another environment is logged as a warning naming what differs.
+The run also records its `environment`: the Python, the versions of the packages that change the numbers (those
+of `RECORDED_PACKAGES` and those the run's env depends on, e.g. alfworld and textworld: `proctor.envs.versions`),
+and torch's thread count. The same seed trains other models when any of them differ (README, the quickstart), so
+a resume in another environment is logged as a warning naming what differs.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
 import os
@@ -42,17 +42,16 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def environment() -> dict[str, Any]:
-    """The Python version, the installed versions of `RECORDED_PACKAGES` (None: not installed) and torch's
-    thread count."""
+def environment(env: str | None = None) -> dict[str, Any]:
+    """The Python version, the installed versions of `RECORDED_PACKAGES` and of the packages env `env` depends
+    on (None: not installed), and torch's thread count."""
     import torch
 
-    versions: dict[str, str | None] = {}
-    for name in RECORDED_PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
+    from proctor.envs.versions import env_versions, package_version
+
+    versions: dict[str, str | None] = {name: package_version(name) for name in RECORDED_PACKAGES}
+    if env is not None:
+        versions.update(env_versions(env))
     return {"python": platform.python_version(), "packages": versions, "torch_threads": torch.get_num_threads()}
 
 
@@ -68,7 +67,8 @@ def environment_changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[s
 class Manifest:
     """The run directory's `manifest.json` (see module docstring)."""
 
-    def __init__(self, root: Path, config: dict[str, Any], seed: int):
+    def __init__(self, root: Path, config: dict[str, Any], seed: int, env: str | None = None):
+        """`env`: the run's env, whose packages' versions the environment records too."""
         self.root = Path(root)
         self.path = self.root / MANIFEST
         if self.path.exists():
@@ -77,14 +77,14 @@ class Manifest:
                 raise ValueError(f"{self.path}: the run in this directory has another config; resume it with the "
                                  "same config, or choose a new output directory")
             recorded = self.data.get("environment")  # runs from before this record have none
-            changes = environment_changes(recorded, environment()) if recorded else []
+            changes = environment_changes(recorded, environment(env)) if recorded else []
             if changes:
                 log.warning("%s: resuming in another environment than the run started in (%s); stages run from "
                             "here on may give other numbers than the same seed did there", self.path,
                             "; ".join(changes))
         else:
             self.data = {"format": "proctor.pipeline", "version": 1, "config": config, "seed": seed,
-                         "git_revision": git_revision(), "environment": environment(),
+                         "git_revision": git_revision(), "environment": environment(env),
                          "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": {}}
             self._write()
 

@@ -38,9 +38,10 @@ class MonitorSection(BaseModel):
 
 
 def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, Any], agent: dict[str, Any],
-            cfg: MonitorSection, seed: int) -> dict[str, Any]:
+            cfg: MonitorSection, seed: int, workers: int = 0, step_timeout: float | None = 60.0) -> dict[str, Any]:
     """Re-label `cfg.states` (state, action) pairs of the scored episodes in `scored_store` by the policy's
-    completions (written to `out`); returns the monitor's record for this iteration."""
+    completions (written to `out`, envs in `workers` processes); returns the monitor's record for this
+    iteration."""
     from proctor.credit.candidates import candidate_q
     from proctor.credit.montecarlo import MCConfig
     from proctor.rollout import RolloutConfig, run_rollout
@@ -48,9 +49,10 @@ def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, An
 
     episodes = TrajectoryStore.open(scored_store).load()
     rcfg = RolloutConfig(env=env, env_kwargs=env_kwargs, agent=agent, out=out, tasks=cfg.states, batch=cfg.batch,
-                         seed=seed, start={"source": scored_store, "prefix_lengths": "states", "per_source": 1,
-                                           "completions": cfg.completions,
-                                           "candidates": {"expert": False, "taken": True, "random": 0}})
+                         seed=seed, workers=workers, step_timeout=step_timeout,
+                         start={"source": scored_store, "prefix_lengths": "states", "per_source": 1,
+                                "completions": cfg.completions,
+                                "candidates": {"expert": False, "taken": True, "random": 0}})
     comps = run_rollout(rcfg).store.load()
     by_id = {t.id: t for t in episodes}
     pairs = []

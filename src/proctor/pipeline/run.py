@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.pipeline.config import EvalEntry, PipelineConfig
+from proctor.pipeline.config import EvalEntry, PipelineConfig, TaskSection
 from proctor.pipeline.manifest import Manifest
 from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.rl.bon_distill import BonDistillConfig
@@ -67,9 +67,28 @@ class Pipeline:
         self.cfg = cfg
         self.out = cfg.out
         self.report = report or (lambda stage, payload: None)
-        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed)
+        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed, env=cfg.env)
         self.results: list[dict[str, Any]] = []
         self.model_dir: str | None = None  # the starting model, once `model()` has run
+        self._split_ids: dict[str, set[str]] = {}
+
+    def resolve_tasks(self, section: TaskSection) -> int | list[str] | None:
+        """The section's tasks as its stage's config takes them (`TaskSection.task_ids`); listed ids (a panel)
+        must be tasks of the section's split."""
+        tasks = section.task_ids()
+        if isinstance(tasks, list):
+            if section.split not in self._split_ids:
+                from proctor.envs.registry import EnvSpec
+                from proctor.rollout.run import select_tasks
+
+                self._split_ids[section.split] = set(select_tasks(EnvSpec(self.cfg.env, self.cfg.env_kwargs),
+                                                                  section.split, None))
+            missing = [t for t in tasks if t not in self._split_ids[section.split]]
+            if missing:
+                where = f"panel {str(section.panel)!r}" if section.panel is not None else "tasks"
+                raise ValueError(f"{where}: {len(missing)} task ids are not tasks of split {section.split!r} of env "
+                                 f"{self.cfg.env!r}, e.g. {missing[0]!r}")
+        return tasks
 
     # -- stages -----------------------------------------------------------------------------------
     def model(self) -> str:
@@ -93,8 +112,9 @@ class Pipeline:
         from proctor.rollout import RolloutConfig, run_rollout
 
         rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
-                             split=section.split, tasks=section.tasks, samples=section.samples,
-                             batch=section.batch, seed=self.cfg.seed)
+                             split=section.split, tasks=self.resolve_tasks(section), samples=section.samples,
+                             batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
+                             step_timeout=self.cfg.step_timeout)
         rec = self.manifest.stage(key, iteration=iteration, inputs=inputs, outputs=[out / "manifest.json"],
                                   config=rcfg, run=lambda: run_rollout(rcfg),
                                   result=lambda r: r.summary.to_dict())
@@ -131,7 +151,8 @@ class Pipeline:
         assert section is not None
         comps = self.out / f"iter-{k}" / "candidates"
         rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
-                             batch=section.batch, seed=self.cfg.seed,
+                             batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
+                             step_timeout=self.cfg.step_timeout,
                              start={"source": rollouts, "prefix_lengths": "states", "completions": section.completions,
                                     "per_source": section.per_source,
                                     "candidates": {"seed": self.cfg.seed, **section.candidates}})
@@ -196,14 +217,17 @@ class Pipeline:
     def evaluate(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> dict[str, Any]:
         out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
         section = self.cfg.evaluate
-        tasks = min(entry.tasks, section.tasks or entry.tasks) if entry.tasks else section.tasks
+        tasks = self.resolve_tasks(section)
+        if entry.tasks is not None:  # the first N of the evaluation's tasks
+            tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
         from proctor.evaluation import EvalConfig, run_eval
 
         method = {"agent": fill(entry.agent, policy, prm)} if entry.agent is not None else {
             "search": fill(entry.search, policy, prm)}
         ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
                           split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
-                          seed=self.cfg.seed, prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
+                          seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
+                          prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
         rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
                                   outputs=[out / "summary.json"], config=ecfg,
                                   run=lambda: run_eval(ecfg).summary, result=_headline)
@@ -223,7 +247,8 @@ class Pipeline:
         rec = self.manifest.stage(f"iter-{k}/monitor", iteration=k, inputs=[scored, policy, prm],
                                   outputs=[out / "manifest.json"], config=cfg,
                                   run=lambda: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs,
-                                                      agent=agent, cfg=cfg, seed=self.cfg.seed),
+                                                      agent=agent, cfg=cfg, seed=self.cfg.seed,
+                                                      workers=self.cfg.workers, step_timeout=self.cfg.step_timeout),
                                   result=lambda r: r)
         row = {"iteration": k, **rec["result"]}
         self.report("monitor", row)

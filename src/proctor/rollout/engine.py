@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from proctor.agents.base import Agent, AgentError, Candidate
 from proctor.envs.registry import EnvSpec
+from proctor.envs.versions import env_versions
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.async_engine import AsyncRunner
 from proctor.rollout.pools import make_pool
@@ -60,7 +61,9 @@ def plan(tasks: Sequence[str], samples_per_task: int, run_seed: int,
 
 
 def open_store(out: TrajectoryStore | str | os.PathLike, identity: dict[str, Any]) -> TrajectoryStore:
-    """Open or create the store; a store made by a different run (env, split, seed, agent) is an error."""
+    """Open or create the store; a store made by a different run (env, split, seed, agent) is an error. The
+    identity's `env_versions` (the env's packages, `proctor.envs.versions`) are recorded with it; a resume under
+    other versions is logged as a warning naming them."""
     root = out.root if isinstance(out, TrajectoryStore) else out
     identity = json.loads(json.dumps(identity, default=str))
     if isinstance(out, TrajectoryStore):
@@ -78,6 +81,12 @@ def open_store(out: TrajectoryStore | str | os.PathLike, identity: dict[str, Any
                 f"{store.manifest_path}: field 'meta.rollout.{key}' is {previous.get(key)!r} but this run has "
                 f"{identity.get(key)!r}; resume only the same run, or write to a new output directory"
             )
+    before, now = previous.get("env_versions") or {}, identity.get("env_versions") or {}
+    changed = [f"{name}: {before.get(name)} → {now.get(name)}" for name in sorted(set(before) | set(now))
+               if before.get(name) != now.get(name)]
+    if changed and "env_versions" in previous:
+        log.warning("%s: resuming under other versions of the env's packages than its episodes were made with (%s)",
+                    store.manifest_path, "; ".join(changed))
     return store
 
 
@@ -153,7 +162,7 @@ def rollout(
     if agent.needs_expert_hints and not env_spec.kwargs.get("expert_hints"):
         env_spec = EnvSpec(env_spec.name, {**env_spec.kwargs, "expert_hints": True})
     identity = {"env": env_spec.name, "env_kwargs": env_spec.kwargs, "split": split, "seed": seed,
-                "agent": agent.describe(), "start_from": start_from}
+                "agent": agent.describe(), "start_from": start_from, "env_versions": env_versions(env_spec.name)}
     store = open_store(store, identity).lock()  # one writing process per store, before reading what is done
     failed = ("env_error", "agent_error") if retry_failed else ()
     done = {t.key for t in store if t.termination not in failed}

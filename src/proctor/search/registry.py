@@ -22,7 +22,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from proctor.agents.registry import Device, Dtype, ServerRef
 from proctor.envs.registry import EnvSpec
+from proctor.envs.versions import env_versions
 from proctor.episode import WorkItem
+from proctor.prm.protocol import StepScorer
 from proctor.rollout.engine import open_store, plan
 from proctor.search.scorer import check_prm_folder, load_scorer
 from proctor.trajectory import TrajectoryStore
@@ -57,7 +59,7 @@ class PRMSearchSpec(SearchSpec):
     def _prm_folder(cls, v: str) -> str:
         return check_prm_folder(v)
 
-    def scorer(self) -> Any:
+    def scorer(self) -> StepScorer:
         return load_scorer(self.prm, self.prm_batch, self.device, self.dtype, self.prm_server)
 
 
@@ -84,9 +86,10 @@ class SearchJob:
         return self.spec
 
     def identity(self, spec: EnvSpec, agent: str, start_from: str | None = None) -> dict[str, Any]:
-        """The store's run identity, with the fields `proctor.rollout.engine.open_store` checks."""
+        """The store's run identity, with the fields `proctor.rollout.engine.open_store` checks, and the versions
+        of the env's packages."""
         return {"env": spec.name, "env_kwargs": spec.kwargs, "split": self.split, "seed": self.seed,
-                "agent": agent, "start_from": start_from}
+                "agent": agent, "start_from": start_from, "env_versions": env_versions(spec.name)}
 
     def open(self, spec: EnvSpec, describe: str) -> tuple[TrajectoryStore, list[WorkItem]]:
         """The output store (locked; a store of another run is an error) and the pairs still to play."""
