@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import threading
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from headless_chromium import chromium_driver
 from test_docs import build_site
-from test_report_browser import CHROMIUM, DRIVER, FLAGS, _install_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -39,22 +38,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
-    from selenium.webdriver.chrome.service import Service
-
-    reason = _install_chromium()
-    if reason:
-        pytest.skip(f"no headless Chromium for the browser test: {reason}")
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must never download a driver or browser
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
+    yield from chromium_driver(tmp_path_factory)
 
 
 def test_search_for_best_of_n_finds_the_search_page(browser, site_url):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from proctor.agents.base import Agent, AgentError, Candidate
 from proctor.episode import Episode, WorkItem, termination_of
+from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
 from proctor.trajectory import Termination, Trajectory, TrajectoryStore
@@ -64,14 +65,14 @@ class AsyncRunner:
         self.store = store
         self.split = split
         self.run_seed = run_seed
-        self.max_agent_failures = max_agent_failures
-        self.agent_calls_ok = 0
-        self.agent_failures: list[str] = []
-        self._lock = threading.Lock()
+        self.breaker = CircuitBreaker(max_agent_failures, store.root)
         self._stop = threading.Event()
         self._results: queue.Queue[Trajectory | _Crashed | type[_SlotDone]] = queue.Queue()
-        #: why the circuit breaker stopped the run (None while it has not); the caller raises `AgentFailing`
-        self.tripped: str | None = None
+
+    @property
+    def tripped(self) -> str | None:
+        """Why the circuit breaker stopped the run (None while it has not); the caller raises `AgentFailing`."""
+        return self.breaker.tripped
 
     def run(self, envs: SlotEnvs, todo: deque[WorkItem], bar: RolloutProgress) -> None:
         """Run until `todo` is empty or the run is stopped (then `tripped` says why, when the breaker did)."""
@@ -186,22 +187,12 @@ class AsyncRunner:
         candidates = self.agent.act([ep.prefix()], 1)
         if len(candidates) != 1 or not candidates[0]:
             raise AgentError(f"agent returned candidates for {len(candidates)} of 1 prefix (or an empty list)")
-        with self._lock:
-            self.agent_calls_ok += 1
+        self.breaker.succeeded()
         return candidates[0][0]
 
     def _agent_failed(self, message: str) -> None:
-        with self._lock:
-            if not self.agent_failures:
-                log.error("agent failed: %s", message)
-            self.agent_failures.append(message)
-            limit = self.max_agent_failures
-            if (self.tripped is None and limit is not None and self.agent_calls_ok == 0
-                    and len(self.agent_failures) >= limit):
-                self.tripped = (f"the agent failed on all of its first {len(self.agent_failures)} calls; stopped "
-                                 f"(finished episodes are kept in {self.store.root}). First error: "
-                                 f"{self.agent_failures[0]}")
-                self._stop.set()
+        if self.breaker.failed(message) is not None:
+            self._stop.set()
 
     def _finish(self, slot: int, ep: Episode, termination: Termination, error: str | None = None) -> Trajectory:
         self.envs.release(slot)

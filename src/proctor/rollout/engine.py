@@ -30,6 +30,7 @@ from proctor.envs.registry import EnvSpec
 from proctor.envs.versions import env_versions
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.async_engine import AsyncRunner
+from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
@@ -210,9 +211,7 @@ class _Runner:
         self.store = store
         self.split = split
         self.run_seed = run_seed
-        self.max_agent_failures = max_agent_failures
-        self.agent_calls_ok = 0
-        self.agent_failures: list[str] = []
+        self.breaker = CircuitBreaker(max_agent_failures, store.root)
 
     def run(self, pool, todo: deque[WorkItem], bar: RolloutProgress) -> None:
         self.pool, self.bar = pool, bar
@@ -263,12 +262,13 @@ class _Runner:
                                  "(or an empty list for some)")
         except AgentError as e:
             message = f"{type(e).__name__}: {e}"
-            self._agent_failed(message)
+            tripped = self.breaker.failed(message)
             for s in slots:
                 self._finish(s, self.active[s], "agent_error", message)
-            self._check_breaker()
+            if tripped is not None:
+                raise AgentFailing(tripped) from None
             return
-        self.agent_calls_ok += 1
+        self.breaker.succeeded()
         share = (time.perf_counter() - start) / len(slots)
         chosen: dict[int, Candidate] = {}
         for s, cands in zip(slots, candidates, strict=True):
@@ -285,18 +285,6 @@ class _Runner:
             ep.record(chosen[s], obs, reward, done, info)
             if done:
                 self._finish(s, ep, termination_of(info))
-
-    def _agent_failed(self, message: str) -> None:
-        if not self.agent_failures:
-            log.error("agent failed: %s", message)
-        self.agent_failures.append(message)
-
-    def _check_breaker(self) -> None:
-        limit = self.max_agent_failures
-        if limit is not None and self.agent_calls_ok == 0 and len(self.agent_failures) >= limit:
-            raise AgentFailing(f"the agent failed on all of its first {len(self.agent_failures)} calls; stopped "
-                               f"(finished episodes are kept in {self.store.root}). First error: "
-                               f"{self.agent_failures[0]}")
 
     def _finish(self, slot: int, ep: Episode, termination: str, error: str | None = None) -> None:
         self.active.pop(slot, None)
