@@ -209,6 +209,32 @@ def test_online_dpo_samples_from_vllm_for_two_iterations(policy_server, smol_dir
     assert trajs and all(t.agent.startswith("openai:iter-1") for t in trajs)
 
 
+def test_proctor_run_samples_from_the_served_iterate(policy_server, smol_dir, tmp_path):
+    """`generation: {engine: vllm}` in a pipeline: rollouts and evaluations of π0 come from the managed server
+    (choice scoring by prompt_logprobs), which stops for training and with the run."""
+    from proctor.pipeline import PipelineConfig, run_pipeline
+
+    policy_server.stop()
+    cfg = PipelineConfig.model_validate({
+        "out": tmp_path / "run", "env": "household", "env_kwargs": {"preset": "small", "max_steps": 6}, "model": {"path": str(smol_dir)},
+        "demos": {"tasks": 2, "agent": {"kind": "expert", "expert": "search"}}, "sft": {"steps": 1, "batch_size": 2},
+        "policy_agent": {"kind": "choice", "temperature": 1.0}, "iterations": 0,
+        "rollout": {"split": "train", "tasks": 2, "samples": 1}, "prm": {"kind": "likelihood", "steps": 1,
+                                                                        "batch_size": 2},
+        "evaluate": {"split": "test", "tasks": 2, "entries": [{"name": "policy",
+                                                               "agent": {"kind": "choice", "model": "$policy"}}]},
+        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048,
+                                                    "max_num_batched_tokens": 32768}}})
+    summary = run_pipeline(cfg)
+    port = json.loads((tmp_path / "run" / "vllm.json").read_text())["port"]
+    for store in ("iter-0/rollouts", "iter-0/eval/policy/trajectories"):
+        trajs = TrajectoryStore.open(tmp_path / "run" / store).load()
+        assert trajs and all(f"served as policy@http://127.0.0.1:{port}/v1" in t.agent for t in trajs), store
+    assert [r["policy"] for r in summary["results"]] == ["policy"]
+    assert (tmp_path / "run" / "vllm.log").read_text().count("Application startup complete") == 2  # π0, twice:
+    # rollouts, then (after the PRM trained with the server stopped) the evaluation
+
+
 def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):
     local = ChoiceAgent(smol_dir, device="cpu", dtype="float32").score(prefixes)
     served = ChoiceAgent(smol_dir, server=ServerRef(base_url=prm_server.base_url).client()).score(prefixes)

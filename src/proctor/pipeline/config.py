@@ -62,6 +62,7 @@ from proctor.prm.config import PRMTrainConfig
 from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
+from proctor.rl.served_policy import GenerationConfig
 from proctor.rl.sft import SFTConfig
 from proctor.rollout.config import check_tasks
 from proctor.training.config import training_argument_names
@@ -586,6 +587,10 @@ class PipelineConfig(_Section):
                                     "BonDistillConfig fields (`init: $prm`: from Q_k's LM); `states_from: "
                                     "$rollouts` takes the states from the iteration's rollouts")
     evaluate: EvalSection
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where π_k's samples for "
+                                         "rollouts, candidates and evaluations are generated: `engine: vllm` serves "
+                                         "each iterate with a managed vLLM server (`proctor.rl.served_policy`); the "
+                                         "`improve` section takes its own `generation`")
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
 

@@ -71,6 +71,37 @@ class Pipeline:
         self.results: list[dict[str, Any]] = []
         self.model_dir: str | None = None  # the starting model, once `model()` has run
         self._split_ids: dict[str, set[str]] = {}
+        self.served = served_generation(cfg) if cfg.generation.engine == "vllm" else None
+
+    # -- generation by a served policy (`generation: {engine: vllm}`) ------------------------------------
+    def agent(self, value: Any, policy: Path, prm: Path | None = None) -> Any:
+        """`value` with `$policy`/`$prm` filled (`fill`); with a served policy, every hf or choice agent of the
+        iteration's policy becomes its served counterpart (`ServedPolicy.agent_config`)."""
+        filled = fill(value, policy, prm)
+        return filled if self.served is None else served_agents(filled, str(policy), self.served)
+
+    def serving(self, policy: Path, run: Callable[[], Any]) -> Callable[[], Any]:
+        """`run`, with the served policy following `policy` first (nothing without a served policy)."""
+        if self.served is None:
+            return run
+
+        def serve_then_run() -> Any:
+            self.served.follow(str(policy))
+            return run()
+
+        return serve_then_run
+
+    def training(self, run: Callable[[], Any]) -> Callable[[], Any]:
+        """`run`, with the vLLM server stopped first (training needs the device's memory; the next stage that
+        samples restarts it)."""
+        if self.served is None:
+            return run
+
+        def stop_then_run() -> Any:
+            self.served.stop()
+            return run()
+
+        return stop_then_run
 
     def resolve_tasks(self, section: TaskSection) -> int | list[str] | None:
         """The section's tasks as its stage's config takes them (`TaskSection.task_ids`); listed ids (a panel)
@@ -108,7 +139,7 @@ class Pipeline:
         return str(out)
 
     def rollout(self, key: str, agent: dict[str, Any] | Any, section: Any, out: Path, iteration: int,
-                inputs: list[Path]) -> dict[str, Any]:
+                inputs: list[Path], policy: Path | None = None) -> dict[str, Any]:
         from proctor.rollout import RolloutConfig, run_rollout
 
         rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
@@ -116,7 +147,8 @@ class Pipeline:
                              batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
                              step_timeout=self.cfg.step_timeout)
         rec = self.manifest.stage(key, iteration=iteration, inputs=inputs, outputs=[out / "manifest.json"],
-                                  config=rcfg, run=lambda: run_rollout(rcfg),
+                                  config=rcfg,
+                                  run=self.serving(policy, lambda: run_rollout(rcfg)) if policy else lambda: run_rollout(rcfg),
                                   result=lambda r: r.summary.to_dict())
         self.report(key, rec)
         return rec
@@ -126,7 +158,7 @@ class Pipeline:
 
         scfg = self.cfg.sft.stage_config(self.cfg, {"$model": model, "$demos": demos, "$out": out})
         rec = self.manifest.stage("iter-0/sft", iteration=0, inputs=[demos], outputs=[out / "config.json"],
-                                  config=scfg, run=lambda: train_sft(scfg))
+                                  config=scfg, run=self.training(lambda: train_sft(scfg)))
         self.report("sft", rec)
 
     def targets(self, k: int, rollouts: Path) -> Path:
@@ -158,7 +190,8 @@ class Pipeline:
                                     "candidates": {"seed": self.cfg.seed, **section.candidates}})
         rec = self.manifest.stage(f"iter-{k}/candidates", iteration=k, inputs=inputs + [rollouts],
                                   outputs=[comps / "manifest.json"], config=rcfg,
-                                  run=lambda: run_rollout(rcfg), result=lambda r: r.summary.to_dict())
+                                  run=self.serving(inputs[0], lambda: run_rollout(rcfg)),
+                                  result=lambda r: r.summary.to_dict())
         self.report(f"iter-{k}/candidates", rec)
         out = self.out / f"iter-{k}" / "candidate-pairs"
         tcfg = TargetsConfig(method="candidate-pairs", params={"gamma": section.gamma, "margin": section.margin},
@@ -196,7 +229,7 @@ class Pipeline:
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k,
                                   inputs=[Path(pcfg.model.backbone), labelled, *([pairs_of] if pairs_of else [])],
                                   outputs=[out / "train_log.json"], config=pcfg,
-                                  run=train, result=lambda losses: {"first_loss": losses[0] if losses else None,
+                                  run=self.training(train), result=lambda losses: {"first_loss": losses[0] if losses else None,
                                                                     "last_loss": losses[-1] if losses else None})
         self.report("prm", rec)
         return out
@@ -208,7 +241,7 @@ class Pipeline:
 
         rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
                                   outputs=[out / LIKELIHOOD_FILE], config=lcfg,
-                                  run=lambda: train_likelihood_prm(lcfg),
+                                  run=self.training(lambda: train_likelihood_prm(lcfg)),
                                   result=lambda r: {"first_loss": r["curve"][0]["loss"],
                                                     "last_loss": r["curve"][-1]["loss"], "examples": r["examples"]})
         self.report("prm", rec)
@@ -222,15 +255,15 @@ class Pipeline:
             tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
         from proctor.evaluation import EvalConfig, run_eval
 
-        method = {"agent": fill(entry.agent, policy, prm)} if entry.agent is not None else {
-            "search": fill(entry.search, policy, prm)}
+        method = {"agent": self.agent(entry.agent, policy, prm)} if entry.agent is not None else {
+            "search": self.agent(entry.search, policy, prm)}
         ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
                           split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
                           seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
                           prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
         rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
                                   outputs=[out / "summary.json"], config=ecfg,
-                                  run=lambda: run_eval(ecfg).summary, result=_headline)
+                                  run=self.serving(policy, lambda: run_eval(ecfg).summary), result=_headline)
         row = {"iteration": k, "policy": entry.name, **rec["result"], "dir": self.manifest.rel(out)}
         self.results.append(row)
         self.report("eval", row)
@@ -246,9 +279,10 @@ class Pipeline:
         out = self.out / f"iter-{k}" / "monitor"
         rec = self.manifest.stage(f"iter-{k}/monitor", iteration=k, inputs=[scored, policy, prm],
                                   outputs=[out / "manifest.json"], config=cfg,
-                                  run=lambda: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs,
-                                                      agent=agent, cfg=cfg, seed=self.cfg.seed,
-                                                      workers=self.cfg.workers, step_timeout=self.cfg.step_timeout),
+                                  run=self.serving(policy, lambda: relabel(
+                                      scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent,
+                                      cfg=cfg, seed=self.cfg.seed, workers=self.cfg.workers,
+                                      step_timeout=self.cfg.step_timeout)),
                                   result=lambda r: r)
         row = {"iteration": k, **rec["result"]}
         self.report("monitor", row)
@@ -269,7 +303,7 @@ class Pipeline:
             train = self._online_dpo(k, dcfg, policy, work, nxt)
         inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
         rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
-                                  outputs=[nxt / "config.json"], config=dcfg, run=train,
+                                  outputs=[nxt / "config.json"], config=dcfg, run=self.training(train),
                                   result=lambda r: r)
         self.report("improve", rec)
         return nxt
@@ -319,19 +353,20 @@ class Pipeline:
         for k in range(cfg.iterations + 1):
             if k < cfg.iterations or cfg.iterations == 0:
                 rollouts = self.out / f"iter-{k}" / "rollouts"
-                self.rollout(f"iter-{k}/rollouts", fill(agent, policy, None), cfg.rollout, rollouts, k, [policy])
+                self.rollout(f"iter-{k}/rollouts", self.agent(agent, policy), cfg.rollout, rollouts, k, [policy],
+                             policy)
                 if cfg.prm_candidates is None:
                     prm = self.prm(k, policy, self.targets(k, rollouts))
                 else:
                     completer = cfg.prm_candidates.agent or agent
-                    pairs, comps = self.candidate_pairs(k, fill(completer, policy, None), rollouts, [policy])
+                    pairs, comps = self.candidate_pairs(k, self.agent(completer, policy), rollouts, [policy])
                     prm = self.prm(k, policy, pairs, pairs_of=comps)
             for entry in cfg.evaluate.entries:
                 if entry.iterations is None or k in entry.iterations:
                     self.evaluate(k, entry, policy, prm)
             watched = cfg.monitored_entry() if cfg.monitor is not None else None
             if watched is not None and prm is not None and (watched.iterations is None or k in watched.iterations):
-                monitor.append(self.monitor(k, fill(agent, policy, None), policy, prm))
+                monitor.append(self.monitor(k, self.agent(agent, policy), policy, prm))
             if k < cfg.iterations:
                 policy = self.improve(k, policy, prm)
         if monitor:
@@ -348,7 +383,40 @@ class Pipeline:
 def run_pipeline(cfg: PipelineConfig, report: Report | None = None) -> dict[str, Any]:
     """Run (or resume) the loop `cfg` describes; returns the summary also written to `cfg.out/summary.json`.
     `report(stage, record)` is called after each stage (the CLI prints from it)."""
-    return Pipeline(cfg, report).run()
+    pipeline = Pipeline(cfg, report)
+    try:
+        return pipeline.run()
+    finally:
+        if pipeline.served is not None:
+            pipeline.served.stop()
+
+
+def served_generation(cfg: PipelineConfig) -> Any:
+    """The run's vLLM server (`generation: {engine: vllm}`): full weights, restarted on each new iterate, on one
+    port kept in `out/vllm.json` so that a resumed run's agents (and so its stores) are the same."""
+    from proctor.rl.served_policy import ServedPolicy
+    from proctor.serving.vllm_server import free_port
+
+    record = cfg.out / "vllm.json"
+    port = cfg.generation.server.port or (json.loads(record.read_text())["port"] if record.is_file() else free_port())
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"port": port}))
+    server = cfg.generation.server.model_copy(update={"port": port})
+    return ServedPolicy(cfg.generation.model_copy(update={"server": server}), "", lora=False,
+                        log_file=cfg.out / "vllm.log")
+
+
+def served_agents(value: Any, policy: str, served: Any) -> Any:
+    """`value` (an agent or search config) with every hf or choice agent whose `model` is `policy` replaced by its
+    served counterpart."""
+    if isinstance(value, list):
+        return [served_agents(v, policy, served) for v in value]
+    if not isinstance(value, dict):
+        return value
+    value = {k: served_agents(v, policy, served) for k, v in value.items()}
+    if value.get("kind") in ("hf", "choice") and value.get("model") == policy:
+        return served.agent_config(value)
+    return value
 
 
 def paired_with_first(results: list[dict[str, Any]], root: Path) -> None:

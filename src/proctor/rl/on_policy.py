@@ -87,7 +87,7 @@ def make_sampler(cfg: Any, policy: torch.nn.Module, tokenizer: Any, current: str
 
         served = served_policy(cfg, lora=is_peft(policy))
         served.follow(current)
-        return served.sampler(agent, tokenizer)
+        return served.sampler(agent)
     if agent.kind == "hf":
         from proctor.agents.hf import HFAgent
 

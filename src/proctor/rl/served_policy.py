@@ -55,40 +55,45 @@ class ServedPolicy:
         self.model = SERVED_NAME
 
     def follow(self, current: str) -> str:
-        """Serve the iterate saved in `current` (the starting policy first); returns the model name to ask for."""
-        if not self.server.running:
-            self.server.start()
-        if current == self.current:
-            return self.model
+        """Serve the iterate saved in `current` (starting or restarting the server as needed); returns the model
+        name to ask for."""
         adapter = Path(current) / ADAPTER_DIR
         if self.lora and (adapter / "adapter_config.json").is_file():
-            self.model = self.server.load_lora(Path(current).parent.name or "iterate", adapter)
-        else:
+            if not self.server.running:
+                self.server.start()  # the base model; adapters are loaded on top
+            name = Path(current).parent.name or "iterate"
+            if self.server.adapters.get(name) != str(adapter):
+                self.model = self.server.load_lora(name, adapter)
+        elif not self.server.running or current != self.server.model:
             self.server.restart(current)
             self.model = SERVED_NAME
-        log.info("vLLM now serves %s as %r", current, self.model)
+        if current != self.current:
+            log.info("vLLM now serves %s as %r", current, self.model)
         self.current = current
         return self.model
 
-    def sampler(self, agent: Any, tokenizer: Any) -> Agent:
-        """The agent that samples from the served iterate, as `agent` (kind hf or choice) would locally."""
-        if agent.kind == "hf":
-            from proctor.agents.openai_agent import OpenAIAgent
+    def agent_config(self, agent: dict[str, Any]) -> dict[str, Any]:
+        """The config of the agent that samples from the served iterate as `agent` (kind hf or choice, its `model`
+        the iterate's folder, which gives the tokenizer) does locally: hf → the `openai` agent on the completions
+        endpoint (the renderer's prompt, the same sampling settings); choice → the choice agent scoring on the
+        server (`prompt_logprobs`; one row per request with LoRA on: vLLM's CPU build cannot batch them)."""
+        server = self.server
+        key = server.config.api_key_env or "OPENAI_API_KEY"
+        if agent["kind"] == "hf":
+            out = {"kind": "openai", "base_url": server.base_url, "model": self.model, "endpoint": "completions",
+                   "tokenizer": agent["model"], "api_key_env": key, "max_tokens": agent.get("max_new_tokens", 48)}
+            return out | {k: agent[k] for k in ("prompt", "temperature", "top_p", "stop", "seed") if k in agent}
+        if agent["kind"] == "choice":
+            return {**agent, "server": {"base_url": server.base_url, "model": self.model, "api_key_env": key,
+                                        "rows_per_request": 1 if self.lora else 8,
+                                        "concurrency": 1 if self.lora else 2}}
+        raise ValueError(f"generation.engine vllm samples with agent kind hf or choice, not {agent['kind']!r}")
 
-            return OpenAIAgent(self.server.base_url, self.model, endpoint="completions", tokenizer=tokenizer,
-                               prompt=agent.prompt, temperature=agent.temperature, top_p=agent.top_p,
-                               max_tokens=agent.max_new_tokens, stop=agent.stop, seed=agent.seed,
-                               api_key_env=self.server.config.api_key_env or "OPENAI_API_KEY")
-        if agent.kind == "choice":
-            from proctor.agents.choice import ChoiceAgent
-            from proctor.agents.served_logprobs import ServedLogprobs
+    def sampler(self, agent: Any) -> Agent:
+        """The agent that samples from the served iterate (`agent_config` of the trainer's agent, built)."""
+        from proctor.agents.registry import agent_config
 
-            scorer = ServedLogprobs(self.server.base_url, self.model, rows_per_request=1 if self.lora else 8,
-                                    concurrency=1 if self.lora else 2,
-                                    api_key_env=self.server.config.api_key_env or "OPENAI_API_KEY")
-            return ChoiceAgent(self.current, prompt=agent.prompt, temperature=agent.temperature, seed=agent.seed,
-                               max_new_tokens=agent.max_new_tokens, server=scorer)
-        raise ValueError(f"generation.engine vllm samples with agent kind hf or choice, not {agent.kind!r}")
+        return agent_config(self.agent_config({**agent.model_dump(mode="json"), "model": self.current})).build()
 
     def stop(self) -> None:
         self.server.stop()

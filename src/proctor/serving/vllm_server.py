@@ -202,7 +202,8 @@ class VLLMServer:
         self.adapters.clear()
 
     def restart(self, model: str | os.PathLike | None = None) -> None:
-        """Serve `model` (new full weights; None: the same folder again) under the same name and port."""
+        """Serve `model` (new full weights; None: the same folder again) under the same name and port (started
+        when it was not running)."""
         self.stop()
         if model is not None:
             self.model = str(model)
