@@ -61,9 +61,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from proctor.credit.outcome import outcome as outcome_of
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
-from proctor.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.episode import Episode, episode_seed
+from proctor.integrations.common import (
+    PRMHandle,
+    TaskOrder,
+    end_reason,
+    finish_episode,
+    start_episode,
+    step_episode,
+)
 from proctor.prompts.render import ADMISSIBLE_HEADER, DEFAULT_SYSTEM, PromptConfig, render_messages
-from proctor.prompts.turns import Candidate
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -162,24 +169,18 @@ class EpisodeRewarder:
 
     def __init__(self, cfg: RewardConfig):
         self.cfg = cfg
-        self._scorer: Any = None
+        self.prm = None if not cfg.prm else PRMHandle(cfg.prm, batch_size=cfg.prm_batch_size,
+                                                       device=cfg.prm_device, dtype=cfg.prm_dtype)
 
     @property
     def scorer(self) -> Any:
-        if self._scorer is None and self.cfg.prm:
-            from proctor.prm.likelihood import open_scorer
-
-            self._scorer = open_scorer(self.cfg.prm, self.cfg.prm_batch_size, self.cfg.prm_device,
-                                       self.cfg.prm_dtype)
-        return self._scorer
+        return None if self.prm is None else self.prm.scorer
 
     def step_scores(self, traj: Trajectory) -> list[float] | None:
         """The PRM's score of every step (None without a PRM; [] for an episode without steps)."""
-        if self.cfg.shaping == "none":
+        if self.cfg.shaping == "none" or self.prm is None:
             return None
-        if not traj.steps:
-            return []
-        return [float(q) for q in self.scorer.score_trajectories([traj], self.cfg.prm_prompt)[0]]
+        return self.prm.score_trajectories([traj], self.cfg.prm_prompt)[0]
 
     def __call__(self, traj: Trajectory) -> tuple[dict[str, float], list[float] | None]:
         scores = self.step_scores(traj)
@@ -199,13 +200,12 @@ class ProctorTRLEnv:
                  on_episode: Callable[[ProctorTRLEnv], None] | None = None):
         self._env = env
         self._rewarder = rewarder
-        self._tasks = list(tasks)
+        self._tasks = TaskOrder(env.name, split, tasks)
         self._split = split
         self._prompt = prompt or PromptConfig(system=TOOL_SYSTEM)
         self._show_admissible = show_admissible
         self._run_seed = run_seed
         self._on_episode = on_episode
-        self._next_task = 0
         self._episode: Episode | None = None
         self._trajectory: Trajectory | None = None
         self._parts: dict[str, float] | None = None
@@ -216,16 +216,11 @@ class ProctorTRLEnv:
         env seed `seed` (None: derived from the task); returns the first user message. Other row fields, such as
         the prompt, are ignored."""
         if task_id is None:
-            if not self._tasks:
-                raise ValueError(f"{self._env.name}: no tasks in split {self._split!r}")
-            task_id = self._tasks[self._next_task % len(self._tasks)]
-            self._next_task += 1
-        seed = episode_seed(self._run_seed, task_id, 0) if seed is None else int(seed)
-        obs, info = self._env.reset(task_id, seed)
-        self._episode = Episode.begin(self._env.name, WorkItem(task_id, 0, seed), obs, info)
+            task_id = self._tasks.next()
+        self._episode = start_episode(self._env, task_id, seed, run_seed=self._run_seed)
         self._trajectory, self._parts = None, None
         messages = render_messages(self._episode.prefix(), self._prompt.model_copy(update={"show_admissible": False}))
-        return messages[-1]["content"] + self._admissible_text(info, TOOL_LIST_INSTRUCTION)
+        return messages[-1]["content"] + self._admissible_text(self._episode.info, TOOL_LIST_INSTRUCTION)
 
     def act(self, command: str) -> str:
         """Carry out one command in the environment and return what happened.
@@ -241,18 +236,10 @@ class ProctorTRLEnv:
             raise RuntimeError("act() before reset(): no episode is running")
         if self._env.done:
             raise ValueError("the episode is over: reply without calling act")
-        action = str(command).strip()
-        obs, reward, done, info = self._env.step(action)
-        episode.record(Candidate(action=action), obs, reward, done, info)
+        obs, _, done, info = step_episode(self._env, episode, str(command).strip())
         if not done:
             return obs + self._admissible_text(info, "")
-        if info.get("won"):
-            end = "the task is done"
-        elif info.get("truncated"):
-            end = f"the step limit ({self._env.max_steps}) is reached"
-        else:
-            end = "the task failed"
-        return f"{obs}\n\n[Episode over: {end}. Do not call act again.]"
+        return f"{obs}\n\n[Episode over: {end_reason(info, self._env.max_steps)}. Do not call act again.]"
 
     def get_reward(self) -> float:
         """The episode's reward (module docstring); finishes the episode (an env still running counts as a
@@ -260,8 +247,7 @@ class ProctorTRLEnv:
         if self._trajectory is None:
             if self._episode is None:
                 raise RuntimeError("get_reward() before reset(): no episode to score")
-            termination = termination_of(self._episode.info) if self._env.done else "failure"
-            traj = self._episode.finish(termination, split=self._split, agent="trl", run_seed=self._run_seed)
+            traj = finish_episode(self._env, self._episode, split=self._split, agent="trl", run_seed=self._run_seed)
             self._parts, scores = self._rewarder(traj)
             if scores is not None:
                 for step, q in zip(traj.steps, scores, strict=True):
