@@ -235,6 +235,25 @@ def test_proctor_run_samples_from_the_served_iterate(policy_server, smol_dir, tm
     # rollouts, then (after the PRM trained with the server stopped) the evaluation
 
 
+def test_bon_distill_scores_the_proposals_on_a_managed_server(policy_server, smol_dir, tmp_path):
+    from proctor.agents.experts import ExpertAgent
+    from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
+
+    policy_server.stop()
+    states = rollout(ENV, ExpertAgent("search"), make("household").task_ids("train")[:2], tmp_path / "states",
+                     progress=False)
+    cfg = BonDistillConfig.model_validate({
+        "policy": str(smol_dir), "prm": str(_likelihood_prm(smol_dir, tmp_path / "prm")), "states_from": states.root,
+        "output_dir": tmp_path / "bon", "max_states": 3, "n": 4, "epochs": 1, "batch_size": 2, "device": "cpu",
+        "progress": False, "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048,
+                                                                      "max_num_batched_tokens": 32768}}})
+    train_bon_distill(cfg)
+    metrics = json.loads((tmp_path / "bon" / METRICS_FILE).read_text())
+    assert metrics["states"] >= 1
+    log = (tmp_path / "bon" / "vllm.log").read_text()
+    assert "Application startup complete" in log and "/v1/completions" in log
+
+
 def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):
     local = ChoiceAgent(smol_dir, device="cpu", dtype="float32").score(prefixes)
     served = ChoiceAgent(smol_dir, server=ServerRef(base_url=prm_server.base_url).client()).score(prefixes)
