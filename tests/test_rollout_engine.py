@@ -7,6 +7,7 @@ import pytest
 
 from proctor.agents import Agent, AgentError, RandomAgent
 from proctor.agents.experts import ExpertAgent
+from proctor.envs import make
 from proctor.envs.registry import EnvSpec
 from proctor.rollout import episode_seed, plan, rollout, summarize, wilson_interval
 from proctor.trajectory import Step, Trajectory, TrajectoryStore
@@ -173,6 +174,28 @@ def test_progress_counts_success_and_errors():
     lines = sink.getvalue().splitlines()
     assert lines[0].startswith("[rollout] 2/4 episodes") and "success 100.0% of 1" in lines[0]
     assert lines[-1].startswith("[rollout] 4/4 episodes") and "success 33.3% of 3, 1 errors (done)" in lines[-1]
+
+
+def test_a_rollout_shows_its_agent_steps_before_any_episode_ends(tmp_path, capfd):
+    """Long first episodes are not silent: the line counts the agent steps, in both engines."""
+    import io
+
+    from proctor.rollout.progress import RolloutProgress
+
+    sink = io.StringIO()
+    with RolloutProgress(total=2, stream=sink, label="rollout") as bar:
+        bar.interval_s = 0.0
+        bar.steps_taken(5)
+        bar.steps_taken(12)
+    lines = sink.getvalue().splitlines()
+    assert "0/2 episodes" in lines[0] and "no episode ended yet, 5 steps" in lines[0]
+    assert "12 steps" in lines[1]
+    tasks = make("household").task_ids("test")[:2]
+    for engine in ("lockstep", "async"):
+        store = rollout(EnvSpec("household", {"max_steps": 3}), RandomAgent(seed=0), tasks, tmp_path / engine,
+                        engine=engine)
+        steps = sum(len(t.steps) for t in store.load())
+        assert f", {steps} steps (done)" in capfd.readouterr().err, engine
 
 
 class _FlakyAgent(Agent):

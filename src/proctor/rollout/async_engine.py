@@ -23,6 +23,7 @@ only send HTTP requests).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -66,6 +67,8 @@ class AsyncRunner:
         self.split = split
         self.run_seed = run_seed
         self.breaker = CircuitBreaker(max_agent_failures, store.root)
+        self.steps = itertools.count(1)  # agent steps taken (the runners draw from it; the progress line shows it)
+        self.steps_taken = 0
         self._stop = threading.Event()
         self._results: queue.Queue[Trajectory | _Crashed | type[_SlotDone]] = queue.Queue()
 
@@ -85,6 +88,7 @@ class AsyncRunner:
         running = len(threads)
         try:
             while running:
+                bar.steps_taken(self.steps_taken)
                 try:
                     result = self._results.get(timeout=POLL_S)
                 except queue.Empty:
@@ -188,6 +192,7 @@ class AsyncRunner:
         if len(candidates) != 1 or not candidates[0]:
             raise AgentError(f"agent returned candidates for {len(candidates)} of 1 prefix (or an empty list)")
         self.breaker.succeeded()
+        self.steps_taken = next(self.steps)  # itertools.count is atomic under the GIL
         return candidates[0][0]
 
     def _agent_failed(self, message: str) -> None:

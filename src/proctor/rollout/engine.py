@@ -212,6 +212,7 @@ class _Runner:
         self.split = split
         self.run_seed = run_seed
         self.breaker = CircuitBreaker(max_agent_failures, store.root)
+        self.steps = 0  # agent steps taken, for the progress line
 
     def run(self, pool, todo: deque[WorkItem], bar: RolloutProgress) -> None:
         self.pool, self.bar = pool, bar
@@ -269,6 +270,8 @@ class _Runner:
                 raise AgentFailing(tripped) from None
             return
         self.breaker.succeeded()
+        self.steps += len(slots)
+        self.bar.steps_taken(self.steps)
         share = (time.perf_counter() - start) / len(slots)
         chosen: dict[int, Candidate] = {}
         for s, cands in zip(slots, candidates, strict=True):
