@@ -72,14 +72,14 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ModelSection(_Section):
+class StartModelSection(_Section):
     """The starting model: an existing folder or hub name, or a tiny model built here (`build_tiny` args)."""
 
     path: str | None = None
     tiny: dict[str, Any] | None = Field(default=None, description="proctor.models.build_tiny arguments")
 
     @model_validator(mode="after")
-    def _one(self) -> ModelSection:
+    def _one(self) -> StartModelSection:
         if (self.path is None) == (self.tiny is None):
             raise ValueError("give exactly one of model.path and model.tiny")
         return self
@@ -562,7 +562,7 @@ class PipelineConfig(_Section):
                          "0: in the stage's own process)")
     step_timeout: float | None = Field(default=60.0, gt=0, description="with workers: seconds before an env reset "
                                        "or step counts as hung (its episode ends with env_error)")
-    model: ModelSection
+    model: StartModelSection
     demos: DemoSection = Field(default_factory=DemoSection)
     sft: SFTSection = Field(default_factory=SFTSection,
                             description="SFT of π0: SFTConfig fields but model/data/output_dir (the loop's)")
