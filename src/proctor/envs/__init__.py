@@ -1,13 +1,13 @@
 """Text environments: the protocol (`TextEnv`), the registry (`make`, `EnvSpec`), the expert registry
 (`proctor.envs.experts`), built-in envs and adapters (see `proctor.envs.catalog`), and `check_env`, the
-conformance suite every env passes (`proctor.envs.checker`).
+conformance suite every env passes (`proctor.envs.conformance`).
 
 Importing this package imports no model library (no torch): env worker processes and Ray actors stay light.
 """
 
 from proctor.envs import catalog  # noqa: F401  (registers the built-in envs and the lazy adapters)
 from proctor.envs.base import SPLITS, EnvError, TextEnv
-from proctor.envs.checker import EnvCheckError, check_env
+from proctor.envs.conformance import EnvCheckError, check_env
 from proctor.envs.registry import EnvSpec, entries, make, register, register_lazy
 
 __all__ = ["SPLITS", "EnvCheckError", "EnvError", "EnvSpec", "TextEnv", "check_env", "entries", "make", "register",

@@ -195,7 +195,7 @@ def critic_parameter_groups(cfg: ArCHerConfig, critic: Critic) -> list[dict[str,
             {"params": heads, "lr": cfg.critic_head_learning_rate or cfg.critic_learning_rate}]
 
 
-class CriticLoss:
+class TDCriticLoss:
     """`critic_loss` as the engine's `RowLoss` over replay transitions: its weight is the number of
     transitions (the loss is a mean over them per head), the call returns B·(loss, stats)."""
 
@@ -238,7 +238,7 @@ def update_critic(cfg: ArCHerConfig, critic: Critic, target: Critic, buffer: Rep
     batches = [buffer.sample(cfg.critic_batch_size, generator) for _ in range(cfg.critic_updates)]
     opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate})
     with polyak_after_each_step(target, critic, cfg.tau):
-        result = fit(critic, batches, CriticLoss(target, cfg.gamma, cfg.target_heads), opt,
+        result = fit(critic, batches, TDCriticLoss(target, cfg.gamma, cfg.target_heads), opt,
                      cfg.output_dir / "trainer", label="archer critic",
                      optimizer_groups=lambda model: critic_parameter_groups(cfg, model))
     return result.curve

@@ -19,7 +19,7 @@ One iteration k = 1..K:
    are whitened over the iteration's tokens;
 5. `ppo_epochs` passes in minibatches of `minibatch_size` rows on the engine (`proctor.training.fit`), one call
    per model over the same minibatches: the policy's clipped surrogate (`ppo_clip`) plus `kl_coef`·KL(π‖π_ref)
-   to the starting policy (`PolicyGradientLoss`), then the critic's clipped value loss (`CriticLoss`) with its
+   to the starting policy (`PolicyGradientLoss`), then the critic's clipped value loss (`ValueLoss`) with its
    own optimizer, learning rate (`critic_learning_rate`) and gradient clipping. The two losses share no
    parameter, so this is the interleaved per-minibatch update of each model;
 6. the iterate is saved by the main process (`iter-k/policy`, `iter-k/critic`, `iter-k/metrics.json`).
@@ -128,7 +128,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
     pad = tokenizer.pad_token_id
     policy_loss = PolicyGradientLoss(pad, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high, cfg.kl_coef,
                                      cfg.kl_estimator)
-    critic_loss = CriticLoss(pad, cfg.value_clip, cfg.aggregation)
+    critic_loss = ValueLoss(pad, cfg.value_clip, cfg.aggregation)
     # the critic's checkpointing is the PRM's own (`build`): the Trainer's needs a transformers model
     critic_opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate, "gradient_checkpointing": False})
     current, history = cfg.policy, []
@@ -270,7 +270,7 @@ def whiten_rows(rows: Sequence[StepRow]) -> None:
         at += len(r.token_advantages)
 
 
-class CriticLoss:
+class ValueLoss:
     """The engine's `RowLoss` of the critic: the clipped value loss (`value_loss_tokens`, against the rows'
     `returns` and `old_values`) summed over the aggregation's items, which the weight counts (as
     `PolicyGradientLoss`)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
-from proctor.rollout.workers import STARTUP_TIMEOUT_S, HostedEnvPool, Op, Reply, close_envs, run_op
+from proctor.rollout.workers import STARTUP_TIMEOUT_S, EnvOp, HostedEnvPool, Reply, close_envs, run_op
 
 
 def _import_ray():
@@ -39,7 +39,7 @@ class EnvHost:
     def ready(self) -> bool:
         return True
 
-    def run(self, op: Op) -> Reply:
+    def run(self, op: EnvOp) -> Reply:
         return run_op(self.envs, self.spec, op)
 
     def close(self) -> None:
@@ -70,7 +70,7 @@ class RayEnvPool(HostedEnvPool):
             except Exception as e:
                 raise RuntimeError(f"Ray env actor {w} did not start: {type(e).__name__}: {e}") from e
 
-    def _send(self, worker: int, ops: list[Op]) -> None:
+    def _send(self, worker: int, ops: list[EnvOp]) -> None:
         actor = self._actors[worker]
         self._refs[worker].extend(actor.run.remote(op) for op in ops)
 

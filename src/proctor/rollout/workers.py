@@ -36,7 +36,7 @@ _MAX_ERROR_CHARS = 4000
 
 
 @dataclass
-class Op:
+class EnvOp:
     """One request for one slot: `reset(task_id, seed)`, `step(action)`, `start(task_id, seed, actions)`
     (reset and replay an action prefix; replies `(observation, info, done)`, info with the reset's task keys), `fork(source_slot)` (this slot
     becomes an independent copy of another slot's live env, same worker), or the pool-internal
@@ -50,7 +50,7 @@ class Op:
 
 @dataclass
 class Reply:
-    """The answer to an `Op`: the env's return value, or an error message; `seconds` spent in the env."""
+    """The answer to an `EnvOp`: the env's return value, or an error message; `seconds` spent in the env."""
 
     slot: int
     ok: bool
@@ -78,7 +78,7 @@ def env_module(spec: EnvSpec) -> str:
     return module
 
 
-def run_op(envs: dict[int, TextEnv], spec: EnvSpec, op: Op) -> Reply:
+def run_op(envs: dict[int, TextEnv], spec: EnvSpec, op: EnvOp) -> Reply:
     """Execute one op on the slot's env (built from `spec` on first use); exceptions become error replies."""
     start = time.perf_counter()
     try:
@@ -175,19 +175,19 @@ class InProcessEnvPool(EnvPool):
     def __init__(self, spec: EnvSpec, n_slots: int):
         super().__init__(spec, n_slots)
         self._envs: dict[int, TextEnv] = {}
-        self._queue: list[Op] = []
+        self._queue: list[EnvOp] = []
 
     def reset(self, slot: int, task_id: str, seed: int) -> None:
-        self._queue.append(Op(slot, "reset", (task_id, seed)))
+        self._queue.append(EnvOp(slot, "reset", (task_id, seed)))
 
     def step(self, slot: int, action: str) -> None:
-        self._queue.append(Op(slot, "step", (action,)))
+        self._queue.append(EnvOp(slot, "step", (action,)))
 
     def start(self, slot: int, task_id: str, seed: int, actions: list[str]) -> None:
-        self._queue.append(Op(slot, "start", (task_id, seed, list(actions))))
+        self._queue.append(EnvOp(slot, "start", (task_id, seed, list(actions))))
 
     def fork(self, source: int, slot: int) -> None:
-        self._queue.append(Op(slot, "fork", (source,)))
+        self._queue.append(EnvOp(slot, "fork", (source,)))
 
     def collect(self) -> dict[int, Reply]:
         ops, self._queue = self._queue, []
@@ -223,7 +223,7 @@ class HostedEnvPool(EnvPool):
         self._episodes: dict[int, _Episode] = {}
         self._broken: dict[int, str] = {}
         self._forking: dict[int, _Episode | None] = {}
-        self._outbox: dict[int, list[Op]] = {w: [] for w in range(self.n_workers)}
+        self._outbox: dict[int, list[EnvOp]] = {w: [] for w in range(self.n_workers)}
 
     def worker_of(self, slot: int) -> int:
         return slot % self.n_workers
@@ -234,7 +234,7 @@ class HostedEnvPool(EnvPool):
         """Start these workers and wait until each is ready."""
 
     @abstractmethod
-    def _send(self, worker: int, ops: list[Op]) -> None: ...
+    def _send(self, worker: int, ops: list[EnvOp]) -> None: ...
 
     @abstractmethod
     def _receive(self, workers: list[int], timeout: float) -> list[tuple[int, Reply | str]]:
@@ -245,14 +245,14 @@ class HostedEnvPool(EnvPool):
 
     # -- ops ------------------------------------------------------------------------------------
     def reset(self, slot: int, task_id: str, seed: int) -> None:
-        self._outbox[self.worker_of(slot)].append(Op(slot, "reset", (task_id, seed), self.step_timeout))
+        self._outbox[self.worker_of(slot)].append(EnvOp(slot, "reset", (task_id, seed), self.step_timeout))
 
     def step(self, slot: int, action: str) -> None:
-        self._outbox[self.worker_of(slot)].append(Op(slot, "step", (action,), self.step_timeout))
+        self._outbox[self.worker_of(slot)].append(EnvOp(slot, "step", (action,), self.step_timeout))
 
     def start(self, slot: int, task_id: str, seed: int, actions: list[str]) -> None:
         timeout = None if self.step_timeout is None else self.step_timeout * (len(actions) + 1)
-        self._outbox[self.worker_of(slot)].append(Op(slot, "start", (task_id, seed, list(actions)), timeout))
+        self._outbox[self.worker_of(slot)].append(EnvOp(slot, "start", (task_id, seed, list(actions)), timeout))
 
     def fork(self, source: int, slot: int) -> None:
         """Same worker: clone there; another worker: replay the source's recorded actions on it. Forks are
@@ -261,7 +261,7 @@ class HostedEnvPool(EnvPool):
         if ep is None:
             raise RuntimeError(f"slot {source} has no live episode to fork")
         if self.worker_of(source) == self.worker_of(slot):
-            self._outbox[self.worker_of(slot)].append(Op(slot, "fork", (source,), self.step_timeout))
+            self._outbox[self.worker_of(slot)].append(EnvOp(slot, "fork", (source,), self.step_timeout))
             self._forking[slot] = ep
         else:
             self.start(slot, ep.task_id, ep.seed, ep.actions)
@@ -272,7 +272,7 @@ class HostedEnvPool(EnvPool):
 
     def collect(self) -> dict[int, Reply]:
         replies: dict[int, Reply] = {}
-        pending: dict[int, deque[Op]] = {}
+        pending: dict[int, deque[EnvOp]] = {}
         since: dict[int, float] = {}
         for w, ops in self._outbox.items():
             ready = []
@@ -303,7 +303,7 @@ class HostedEnvPool(EnvPool):
                     since[w] = time.monotonic()
         return replies
 
-    def _apply(self, op: Op, reply: Reply, replies: dict[int, Reply]) -> None:
+    def _apply(self, op: EnvOp, reply: Reply, replies: dict[int, Reply]) -> None:
         if reply.slot != op.slot:
             raise RuntimeError(f"env worker answered slot {reply.slot} for an op on slot {op.slot}")
         if not reply.ok:
@@ -325,7 +325,7 @@ class HostedEnvPool(EnvPool):
         if op.kind != "replay":
             replies[op.slot] = reply
 
-    def _fail_worker(self, w: int, queue: deque[Op], replies: dict[int, Reply], reason: str) -> None:
+    def _fail_worker(self, w: int, queue: deque[EnvOp], replies: dict[int, Reply], reason: str) -> None:
         """The op at the head of `queue` killed or hung worker `w`: fail it, replace the worker, re-create
         the worker's other envs by replay and re-send its unanswered ops."""
         culprit = queue.popleft()
@@ -342,7 +342,7 @@ class HostedEnvPool(EnvPool):
         unanswered = [op for op in queue if op.kind != "replay"]
         resetting = {op.slot for op in unanswered if op.kind == "reset"}
         replays = [
-            Op(slot, "replay", (ep.task_id, ep.seed, list(ep.actions)),
+            EnvOp(slot, "replay", (ep.task_id, ep.seed, list(ep.actions)),
                None if self.step_timeout is None else self.step_timeout * (len(ep.actions) + 1))
             for slot, ep in self._episodes.items()
             if self.worker_of(slot) == w and slot not in resetting
@@ -463,7 +463,7 @@ class ProcessEnvPool(HostedEnvPool):
         self._procs[w].join(timeout=5)
         return self._procs[w].exitcode
 
-    def _send(self, worker: int, ops: list[Op]) -> None:
+    def _send(self, worker: int, ops: list[EnvOp]) -> None:
         try:
             self._conns[worker].send(ops)
         except (BrokenPipeError, OSError):
@@ -505,5 +505,12 @@ class ProcessEnvPool(HostedEnvPool):
 
 
 __all__ = [
-    "EnvPool", "HostedEnvPool", "InProcessEnvPool", "Op", "ProcessEnvPool", "Reply", "env_module", "run_op",
+    "EnvOp",
+    "EnvPool",
+    "HostedEnvPool",
+    "InProcessEnvPool",
+    "ProcessEnvPool",
+    "Reply",
+    "env_module",
+    "run_op",
 ]
