@@ -64,3 +64,14 @@ def test_builtin_envs_run_where_torch_cannot_be_imported():
     """)
     proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]
+
+
+def test_no_two_classes_share_a_name():
+    """A class name says one thing across the package (modules repeat per package by role: config, registry)."""
+    import ast
+    from collections import Counter
+
+    src = ROOT / "src" / "proctor"
+    classes = Counter(node.name for path in src.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.ClassDef))
+    assert [name for name, n in classes.items() if n > 1] == []
