@@ -3,16 +3,19 @@ env_error; the worker is replaced and the envs it also hosted go on (re-created 
 
 from __future__ import annotations
 
+import pytest
+
 from proctor.envs.registry import EnvSpec
 from proctor.rollout import ProcessEnvPool, rollout, summarize
 from test_rollout_envs import BisectAgent, secret_of
 
 
-def test_crashing_hanging_and_dying_envs_in_workers_end_only_their_episodes(tmp_path):
+@pytest.mark.parametrize("engine", ["lockstep", "async"])
+def test_crashing_hanging_and_dying_envs_in_workers_end_only_their_episodes(tmp_path, engine):
     tasks = [f"test-{i}" for i in range(8)]
     spec = EnvSpec("guess", {"crash_on": ["test-1"], "hang_on": ["test-4"], "die_on": ["test-6"], "hang_s": 60.0})
     store = rollout(spec, BisectAgent(), tasks, tmp_path / "s", samples_per_task=1, batch_size=4, workers=2,
-                    step_timeout=3.0, progress=False)
+                    step_timeout=3.0, progress=False, engine=engine, concurrency=4)
     trajs = {t.task_id: t for t in store.load()}
     assert sorted(trajs) == sorted(tasks)
     errors = {k: t.error for k, t in trajs.items() if t.termination == "env_error"}
