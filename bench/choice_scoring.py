@@ -34,7 +34,7 @@ def household_states(b: int) -> list:
         ep = Episode.begin("household", WorkItem(tid, 0, k), obs, info)
         while len(ep.steps) < k % 12 and not env.done:
             [[c]] = agent.act([ep.prefix()], 1)
-            ep.record(c, *env.step(c.action))
+            ep.record(c, env.step(c.action))
         states.append(ep.prefix())
     return states
 

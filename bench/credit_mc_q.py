@@ -34,20 +34,20 @@ def household_rollouts(n_steps: int, k: int, eps: float, seed: int) -> list[Traj
         for task_id in env.task_ids("train"):
             for sample in range(k):
                 obs, info = env.reset(task_id, sample)
-                steps, done = [], False
-                while not done:
-                    expert = info.get("expert_action")
-                    action = expert if expert and rng.random() > eps else rng.choice(info["admissible_actions"])
-                    nxt, reward, done, info = env.step(action)
-                    steps.append(Step(observation=obs, action=action, reward=reward, done=done,
-                                      info={"valid": info["valid"]}))
-                    obs = nxt
-                won = bool(info["won"])
+                steps, result = [], None
+                expert, admissible = info.get("expert_action"), info["admissible_actions"]
+                while result is None or not result.done:
+                    action = expert if expert and rng.random() > eps else rng.choice(admissible)
+                    result = env.step(action)
+                    steps.append(Step(observation=obs, action=action, reward=result.reward, done=result.done,
+                                      info={"valid": result.valid}))
+                    obs, admissible = result.observation, result.admissible_actions
+                    expert = result.info.get("expert_action")
                 trajs.append(Trajectory(
                     id=f"{task_id}/{sample}", env="household", task_id=task_id, sample=sample, task=env.task,
                     split="train", seed=sample, agent=f"eps-expert-{eps}", steps=steps, final_observation=obs,
-                    success=won, score=float(info["score"]),
-                    termination="success" if won else ("max_steps" if info["truncated"] else "failure")))
+                    success=result.won, score=float(result.info["score"]),
+                    termination="success" if result.won else ("max_steps" if result.truncated else "failure")))
                 total += len(steps)
                 bar.update(len(steps))
                 if total >= n_steps:

@@ -69,7 +69,8 @@ def household_pairs(tokenizer, n_pairs: int, seed: int) -> list[dict[str, str]]:
 
             history.append(Step(observation=obs, action=expert, info={"admissible_actions":
                                                                        info.get("admissible_actions")}))
-            obs, _, _, info = env.step(expert)
+            result = env.step(expert)
+            obs, info = result.observation, result.as_info()
         if len(rows) >= n_pairs:
             return rows
     return rows

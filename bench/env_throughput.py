@@ -49,11 +49,11 @@ def run_stream(
             if action is None:
                 return {"skipped": "no action available for this stream"}
             t0 = time.perf_counter()
-            next_obs, _, done, next_info = env.step(action)
+            result = env.step(action)
             env_s += time.perf_counter() - t0
             if keep_history:
                 history.append(Step(observation=obs, action=action, info=info))
-            obs, info = next_obs, next_info
+            obs, info, done = result.observation, result.as_info(), result.done
             done_steps += 1
         episodes += 1
         wins += int(done and bool(info.get("won")))

@@ -24,7 +24,7 @@ from proctor.envs import EnvSpec, make
 from proctor.episode import Episode, WorkItem
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
-from proctor.rollout.workers import InProcessEnvPool
+from proctor.rollout.pools import InProcessEnvPool
 from proctor.search.best_of_n import merge_candidates
 
 BUILTIN_ENVS = ("household", "twenty_questions", "arithmetic", "shop")
@@ -47,7 +47,7 @@ def household_states(b: int, seed: int = 0) -> list:
         ep = Episode.begin("household", WorkItem(tid, 0, k), obs, info)
         while len(ep.steps) < k and not env.done:
             [[c]] = agent.act([ep.prefix()], 1)
-            ep.record(c, *env.step(c.action))
+            ep.record(c, env.step(c.action))
         states.append(ep.prefix())
     return states
 
@@ -119,7 +119,7 @@ def expert_actions(name: str) -> tuple[str, int, list[str]]:
     actions = []
     while not env.done:
         actions.append(info["expert_action"])
-        _, _, _, info = env.step(actions[-1])
+        info = env.step(actions[-1]).info
     return tid, 0, actions[:-1]
 
 

@@ -33,7 +33,7 @@ from proctor.agents.choice import ChoiceAgent, choice_probabilities
 from proctor.prm.likelihood import open_scorer
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.stats import best_of_n_probabilities
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 _PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 _BATCH = 20

@@ -28,7 +28,7 @@ from proctor.agents.choice import ChoiceAgent
 from proctor.envs.household.tasks import TaskSpec, parse_task
 from proctor.prompts.render import prefix_at
 from proctor.search.scorer import load_scorer
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 BAD = ("take-wrong", "heat-unneeded", "cool-unneeded", "clean-unneeded")
 #: the quickstart policy's prompt (`proctor.quickstart`)

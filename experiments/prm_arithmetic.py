@@ -36,7 +36,8 @@ from quality_common import add_training_args, label, roll, run_in_workdir, steps
 from proctor.models import build_tiny
 from proctor.prm.scoring import PRMScorer
 from proctor.prm.trajectory_eval import evaluate_trajectories
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 ENV = {"env": "arithmetic", "batch": 64}
 POLICY = {"kind": "expert", "expert": "noisy"}

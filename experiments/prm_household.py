@@ -39,11 +39,11 @@ from quality_common import add_training_args, label, roll, run_in_workdir, train
 
 from proctor.credit.montecarlo import MCConfig
 from proctor.models import build_tiny
-from proctor.prm.data import PRM_PROMPT
+from proctor.prm.rendering import PRM_PROMPT
 from proctor.prm.scoring import PRMScorer
 from proctor.prm.trajectory_eval import evaluate_trajectories
 from proctor.rl.sft import METRICS_FILE, SFTConfig, train_sft
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 TARGET = "mc-q"
 

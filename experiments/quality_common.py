@@ -22,7 +22,8 @@ from proctor.prm.config import PRMTrainConfig
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.trainer import train_prm
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 
 def roll(out: Path, **fields: Any) -> list[Trajectory]:

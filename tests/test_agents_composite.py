@@ -21,7 +21,8 @@ from proctor.agents import (
     make_agent,
 )
 from proctor.agents.composite import SwitchSteps
-from proctor.trajectory import Step, Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Step, Trajectory
 
 ACTIONS = ["north", "south", "east", "west", "look"]
 

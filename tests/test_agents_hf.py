@@ -140,3 +140,13 @@ def test_bad_settings_and_factory(tiny_model_dir, peaked):
     assert isinstance(agent, HFAgent) and agent.prompt == PromptConfig(format="thought_action")
     with pytest.raises(ValueError, match="field .temprature.: Extra inputs are not permitted"):
         make_agent("hf", model=str(tiny_model_dir), temprature=0.5)
+
+
+def test_default_stop_is_the_formats_end_of_action(peaked):
+    """A one-line action ends at its newline unless the agent sets `stop` ([] turns stopping off)."""
+    model, tok = peaked
+    assert HFAgent(model, tok).stop == ["\n"]
+    assert HFAgent(model, tok, prompt={"format": "xml"}).stop == ["</action>"]
+    assert HFAgent(model, tok, prompt={"format": "reason_action"}).stop == ["\n\n"]
+    assert HFAgent(model, tok, stop=[]).stop == []
+    assert HFAgent(model, tok, stop=["END"]).stop == ["END"]

@@ -27,9 +27,10 @@ def play(env, task_id, policy, sample=0):
     done = False
     while not done:
         action = policy(Prefix(env.name, task_id, env.task, obs, list(history), info, sample=sample))
-        next_obs, reward, done, info = env.step(action)
-        history.append(Step(observation=obs, action=action, reward=reward, done=done, info=info))
-        obs = next_obs
+        result = env.step(action)
+        done, info = result.done, result.as_info()
+        history.append(Step(observation=obs, action=action, reward=result.reward, done=done, info=info))
+        obs = result.observation
     return history
 
 
@@ -126,14 +127,15 @@ def test_env_labels_every_step_and_rewards_the_answer():
     obs, info = env.reset(task_id)
     assert info["task"] in obs
     first = solution_steps(env.data.problem.expr)[0]
-    obs, reward, done, info = env.step("I think we should add")
-    assert (obs, reward, done, info["valid"], info["step_correct"], info["step_error"]) == (
-        INVALID_STEP, 0.0, False, False, False, "format")
-    obs, reward, done, info = env.step(first)
-    assert (reward, done, info["valid"], info["step_correct"], info["step_error"]) == (0.0, False, True, True, None)
-    obs, reward, done, info = env.step(f"Answer: {env.data.problem.expr.result + 1}")
-    assert (reward, done, info["won"], info["step_correct"], info["step_error"]) == (0.0, True, False, False,
-                                                                                      "wrong_answer")
+    step = env.step("I think we should add")
+    assert (step.observation, step.reward, step.done, step.valid, step.info["step_correct"],
+            step.info["step_error"]) == (INVALID_STEP, 0.0, False, False, False, "format")
+    step = env.step(first)
+    assert (step.reward, step.done, step.valid, step.info["step_correct"], step.info["step_error"]) == (
+        0.0, False, True, True, None)
+    step = env.step(f"Answer: {env.data.problem.expr.result + 1}")
+    assert (step.reward, step.terminated, step.won, step.info["step_correct"], step.info["step_error"]) == (
+        0.0, True, False, False, "wrong_answer")
     with pytest.raises(EnvError):
         env.step("Answer: 1")
 
@@ -141,8 +143,9 @@ def test_env_labels_every_step_and_rewards_the_answer():
 def test_truncation_after_max_steps():
     env = make("arithmetic", max_steps=3)
     env.reset(env.task_ids("train")[0])
-    infos = [env.step("no idea")[3] for _ in range(3)]
-    assert env.done and infos[-1]["truncated"] and not infos[-1]["won"]
+    steps = [env.step("no idea") for _ in range(3)]
+    assert env.done and steps[-1].truncated and not steps[-1].terminated and not steps[-1].won
+    assert [s.truncated for s in steps] == [False, False, True]
 
 
 def test_splits_are_disjoint_and_task_ids_deterministic():
@@ -167,7 +170,7 @@ def test_determinism_clone_and_replay():
     env.reset(task_id)
     env.step(a[0])
     twin = env.clone()
-    assert twin.step(a[1])[3] == env.step(a[1])[3]
+    assert twin.step(a[1]) == env.step(a[1])
     _, info = make("arithmetic").replay(task_id, 0, a[:2])
     assert info["step_correct"] == env.earlier[1].correct
 
@@ -190,7 +193,8 @@ def test_solver_continues_correctly_after_a_mistake():
     env.reset(task_id)
     first = solution_steps(env.data.problem.expr)[0]
     wrong = first.rsplit("=", 1)[0] + f"= {env.data.problem.expr.result + 1000}"
-    obs, _, _, info = env.step(wrong)
+    step = env.step(wrong)
+    obs, info = step.observation, step.as_info()
     assert info["step_error"] == "arithmetic"
     prefix = Prefix("arithmetic", task_id, env.task, obs,
                     [Step(observation="", action=wrong, info=info)], info)

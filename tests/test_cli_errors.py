@@ -144,7 +144,7 @@ def test_rollout_openai_wrong_port_stops_early_with_the_reason(tmp_path):
                               "--tasks", "40", "--batch", "2", "--out", str(out)], terminal_width=400)
     assert res.exit_code == 2, res.output
     assert "Connection" in res.output and "failed on all of its first" in res.output
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     done = TrajectoryStore.open(out).load() if (out / "manifest.json").is_file() else []
     assert len(done) < 40 and all(t.termination == "agent_error" for t in done)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 CLI = [sys.executable, "-c", "from proctor.cli import main; main()"]
 

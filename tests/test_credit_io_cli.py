@@ -14,7 +14,8 @@ from proctor.cli import app
 from proctor.credit import Sources, run_method
 from proctor.credit.io import load_trajectories, records_to_dataset, write_back
 from proctor.credit.summary import summarize
-from proctor.trajectory import TrajectoryStore, trajectories_to_dataset
+from proctor.store import TrajectoryStore
+from proctor.trajectory_export import trajectories_to_dataset
 
 runner = CliRunner()
 

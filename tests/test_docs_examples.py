@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 MY_ENV = ROOT / "examples" / "own_env" / "my_env.py"

@@ -39,11 +39,11 @@ def test_episode_text_actions_and_grammars(data_dir):
     assert obs.startswith("You are in the middle of a room.") and "Welcome" not in obs
     assert info["task"] == "put a hot mug in cabinet." and info["task_type"] == "pick_heat_then_place_in_recep"
     assert "go to countertop 1" in info["admissible_actions"]
-    obs, reward, done, info = env.step("fly to the moon")
-    assert obs == "Nothing happens." and info["valid"] is False and reward == 0.0 and not done
+    step = env.step("fly to the moon")
+    assert step.observation == "Nothing happens." and step.valid is False and step.reward == 0.0 and not step.done
     for a in ["go to countertop 1", "take mug 1 from countertop 1", "go to cabinet 1"]:
-        obs, _, _, info = env.step(a)
-    assert "move mug 1 to cabinet 1" in info["admissible_actions"]  # the installed ALFWorld's grammar
+        step = env.step(a)
+    assert "move mug 1 to cabinet 1" in step.admissible_actions  # the installed ALFWorld's grammar
     old = make("alfworld", data_dir=data_dir, grammar="game")
     old.replay(HEAT_MUG, 0, ["go to countertop 1", "take mug 1 from countertop 1", "go to cabinet 1"])
     assert "put mug 1 in/on cabinet 1" in old.admissible_actions()  # the game file's own grammar
@@ -55,8 +55,9 @@ def test_handcoded_expert_solves_a_game(data_dir):
     env = make("alfworld", data_dir=data_dir, max_steps=30, expert_hints=True)
     _, info = env.reset(env.task_ids("test")[0])
     while not env.done:
-        _, reward, _, info = env.step(info["expert_action"])
-    assert info["won"] and reward == 1.0 and info["score"] == 1.0 and len(env.actions) < 30
+        step = env.step(info["expert_action"])
+        info = step.info
+    assert step.won and step.terminated and step.reward == 1.0 and info["score"] == 1.0 and len(env.actions) < 30
 
 
 #: a pick_two game that ALFWorld's expert lost (50 steps) while it heard "move" instead of "put"
@@ -76,8 +77,9 @@ def test_expert_tracks_what_it_put_down_on_a_pick_two_game(data_dir):
     env = make("alfworld", data_dir=data_dir, max_steps=50, expert_hints=True)
     _, info = env.reset(PICK_TWO_PILLOW)
     while not env.done:
-        _, _, _, info = env.step(info["expert_action"])
-    assert info["won"] and len(env.actions) <= 15, env.actions
+        step = env.step(info["expert_action"])
+        info = step.info
+    assert step.won and len(env.actions) <= 15, env.actions
     assert sum(a.startswith("move pillow") for a in env.actions) == 2
     env.close()
 

@@ -1,10 +1,11 @@
 """One conformance suite for every registered env that can be made here (built-ins, `shop`, and the
-adapters whose extra is installed and whose data is present): the reset/step protocol, the standard info
-keys, determinism by seed, clone/replay equivalence, step after done, and building from the EnvSpec in a
+adapters whose extra is installed and whose data is present): the reset/step protocol, the step contract
+(terminated vs truncated, won, admissible actions), determinism by seed, clone/replay equivalence, step after done, and building from the EnvSpec in a
 fresh process (what rollout workers do)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import tempfile
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.envs import EnvCheckError, TextEnv, check_env, entries, make, register
+from proctor.envs import EnvCheckError, StepOutcome, StepResult, TextEnv, check_env, entries, make, register
 
 ALFWORLD_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alfworld" / "json_2.1.1"
 #: generated TextWorld games, cached across sessions (deterministic; the folder names the textworld version)
@@ -82,8 +83,8 @@ def test_env_conformance(name, kwargs, request):
 
 @register("broken-for-check")
 class Broken(TextEnv):
-    """A two-step env that breaks three rules: its info lacks the standard keys on reset, its observations
-    depend on a process-wide counter (not on the seed), and a step after the end is accepted."""
+    """A three-step env that breaks two rules: its observations depend on a process-wide counter (not on the
+    seed), and a step after the end is accepted."""
 
     calls = 0
 
@@ -95,11 +96,12 @@ class Broken(TextEnv):
 
     def _step(self, action):
         Broken.calls += 1
-        return f"obs {Broken.calls}", 0.0, len(self.actions) >= 2, {}
+        return StepOutcome(f"obs {Broken.calls}", 0.0, terminated=len(self.actions) >= 2)
 
     def step(self, action):
         if self.done:
-            return "still here", 0.0, True, {}
+            return StepResult("still here", 0.0, terminated=True, truncated=False, won=False, valid=True,
+                              admissible_actions=None, info={"score": 0.0})
         return super().step(action)
 
 
@@ -110,3 +112,93 @@ def test_check_env_names_every_broken_rule():
     assert any("determinism" in line for line in lines)
     assert any("after done" in line for line in lines)
     assert all(line.startswith("Broken ('broken-for-check'): ") for line in lines)
+
+
+@register("walk-for-check")
+class Walk(TextEnv):
+    """An env that passes every rule: two admissible actions, never ends before the step limit (3)."""
+
+    def __init__(self, max_steps: int = 3, **kwargs):
+        super().__init__(max_steps=max_steps, **kwargs)
+
+    def task_ids(self, split):
+        return ["t0"]
+
+    def _reset(self, task_id, seed):
+        return "start", {"task": "walk"}
+
+    def admissible_actions(self):
+        return ["left", "right"]
+
+    def _step(self, action):
+        return StepOutcome(f"after {len(self.actions) + 1} steps", 0.0, terminated=False)
+
+
+@register("wins-without-ending")
+class WinsWithoutEnding(Walk):
+    """Reports a win that does not end the episode."""
+
+    def _step(self, action):
+        return StepOutcome("you win", 1.0, terminated=False, won=True)
+
+
+@register("ends-twice")
+class EndsTwice(Walk):
+    """Reports the step limit as a termination and a truncation at once."""
+
+    def step(self, action):
+        result = super().step(action)
+        return dataclasses.replace(result, terminated=True) if result.truncated else result
+
+
+@register("lists-after-the-end")
+class ListsAfterTheEnd(Walk):
+    """Lists admissible actions after the episode ended."""
+
+    def step(self, action):
+        return dataclasses.replace(super().step(action), admissible_actions=["left", "right"])
+
+
+@register("ignores-the-limit")
+class IgnoresTheLimit(Walk):
+    """Hides the truncation at the step limit (the env itself knows the episode is over)."""
+
+    def step(self, action):
+        return dataclasses.replace(super().step(action), truncated=False)
+
+
+@register("repeats-fields")
+class RepeatsFields(Walk):
+    """Puts the result's fields in its info as well."""
+
+    def _step(self, action):
+        return StepOutcome("moved", 0.0, terminated=False, info={"valid": True, "won": False})
+
+
+@register("old-protocol")
+class OldProtocol(Walk):
+    """Steps as before gymnasium 0.26: (observation, reward, done, info)."""
+
+    def step(self, action):
+        result = super().step(action)
+        return result.observation, result.reward, result.done, result.as_info()
+
+
+def test_a_conforming_env_passes():
+    check_env(Walk(), spawn=False)
+
+
+@pytest.mark.parametrize("env_class,lines", [
+    (WinsWithoutEnding, ["won: a step is won but not terminated (a win ends the episode)"]),
+    (EndsTwice, ["terminated/truncated: a step is both terminated and truncated"]),
+    (ListsAfterTheEnd, ["admissible_actions: admissible_actions is not None after the episode ended"]),
+    (IgnoresTheLimit, ["done: the result's done (terminated or truncated) is False, env.done is True",
+                       "max_steps: the step that reaches max_steps (3) without terminating is not truncated"]),
+    (RepeatsFields, ["step: info repeats the result's field(s) won, valid"]),
+    (OldProtocol, ["step: returned a tuple, not a StepResult"]),
+], ids=lambda v: v.__name__ if isinstance(v, type) else "")
+def test_check_env_names_the_broken_step_rule(env_class, lines):
+    with pytest.raises(EnvCheckError) as err:
+        check_env(env_class(), spawn=False)
+    prefix = f"{env_class.__name__} ({env_class.name!r}): "
+    assert str(err.value).splitlines() == [prefix + line for line in lines]

@@ -45,11 +45,11 @@ def test_archer_observation_rewards_and_invalid_actions(game_path):
                         "['east', 'north', 'take paper', 'west']")
     assert info["raw_score"] == 10 and info["score"] == pytest.approx(10 / 360)
     assert info["expert_action"] == "TAKE PAPER"
-    obs, reward, done, info = env.step("fly to the moon")
-    assert "That's not a verb I recognise." in obs and not info["valid"] and reward == 0.0 and not done
-    assert info["expert_action"] is None  # off the walkthrough
-    _, reward, _, info = env.step("take paper\nand some text after the first line")
-    assert reward == 10.0 and info["raw_score"] == 20 and info["valid"]
+    step = env.step("fly to the moon")
+    assert "That's not a verb I recognise." in step.observation and not step.valid and step.reward == 0.0
+    assert not step.done and step.info["expert_action"] is None  # off the walkthrough
+    step = env.step("take paper\nand some text after the first line")
+    assert step.reward == 10.0 and step.info["raw_score"] == 20 and step.valid
     with pytest.raises(ValueError, match="only task is 'detective'"):
         env.reset("zork1")
     env.close()
@@ -63,9 +63,11 @@ def test_walkthrough_reaches_the_full_score_in_50_steps(game_path):
     _, info = env.reset("detective")
     rewards = []
     while not env.done:
-        _, reward, _, info = env.step(info["expert_action"])
-        rewards.append(reward)
-    assert info["won"] and not info["truncated"] and len(env.actions) == env.max_steps == 50
+        step = env.step(info["expert_action"])
+        info = step.info
+        rewards.append(step.reward)
+    # the winning move is the 50th, the step limit: a termination, not a truncation
+    assert step.won and step.terminated and not step.truncated and len(env.actions) == env.max_steps == 50
     assert info["raw_score"] == 360 and info["score"] == 1.0
     assert sum(rewards) == 350.0  # the other 10 points come with the opening scene
     assert rewards[:8] == OPENING_REWARDS and rewards[-1] == 100.0

@@ -77,9 +77,10 @@ def test_gold_path_reaches_score_100(env, task_id):
     assert start == info["raw_score"] / 100 < 1 and info["expert_action"] == gold[0]
     rewards = []
     while not env.done:
-        _, reward, _, info = env.step(info["expert_action"])
-        rewards.append(reward)
-    assert info["won"] and info["raw_score"] == 100 and info["score"] == 1.0 and not info["truncated"]
+        step = env.step(info["expert_action"])
+        info = step.info
+        rewards.append(step.reward)
+    assert step.won and info["raw_score"] == 100 and info["score"] == 1.0 and not step.truncated
     assert sum(rewards) == pytest.approx(1.0 - start) and min(rewards) >= 0
     assert env.actions == gold[: len(env.actions)]
 
@@ -89,18 +90,19 @@ def test_partial_credit_invalid_and_fatal_moves():
     _, info = env.reset("lifespan-longest-lived/93")
     adm = info["admissible_actions"]
     assert adm == sorted(adm) and "open door to outside" in adm and "focus on crocodile" not in adm
-    obs, reward, done, info = env.step("fly to the moon")
-    assert obs == INVALID_FEEDBACK and not info["valid"] and reward == 0.0 and not done
-    assert info["expert_action"] is None  # deviated from the gold path
+    step = env.step("fly to the moon")
+    assert step.observation == INVALID_FEEDBACK and not step.valid and step.reward == 0.0 and not step.done
+    assert step.info["expert_action"] is None  # deviated from the gold path
     for action, raw in (("open door to outside", 0), ("go to outside", 50)):
-        _, reward, done, info = env.step(action)
-        assert info["raw_score"] == raw and reward == raw / 100 and not done
-    assert "focus on crocodile" in info["admissible_actions"]
-    obs, _, done, _ = env.step("focus on door")  # ambiguous: the next action picks a reading by number
-    assert obs.startswith("Ambiguous request") and "0:\tfocus on door between" in obs and not done
-    obs, reward, done, info = env.step("0")  # focusing on a door is the fatal move of this task
-    assert obs.startswith("You focus on the door") and done and not info["won"]
-    assert info["raw_score"] == -100 and info["score"] == 0.0 and reward == -0.5
+        step = env.step(action)
+        assert step.info["raw_score"] == raw and step.reward == raw / 100 and not step.done
+    assert "focus on crocodile" in step.admissible_actions
+    step = env.step("focus on door")  # ambiguous: the next action picks a reading by number
+    assert step.observation.startswith("Ambiguous request") and "0:\tfocus on door between" in step.observation
+    assert not step.done
+    step = env.step("0")  # focusing on a door is the fatal move of this task
+    assert step.observation.startswith("You focus on the door") and step.terminated and not step.won
+    assert step.info["raw_score"] == -100 and step.info["score"] == 0.0 and step.reward == -0.5
     env.close()
 
 
@@ -113,10 +115,12 @@ def test_deterministic_across_resets_seeds_and_simulators(env):
         if other_task:
             env.reset(other_task)
         trace = [env.reset(task, seed)[0]]
-        trace += [env.step(a)[:2] for a in actions]
+        trace += [(step.observation, step.reward) for step in map(env.step, actions)]
         runs.append(trace)
     fresh = make("scienceworld", list_actions=False)
-    trace = [fresh.replay(task, 3, actions[:-1])[0], fresh.step(actions[-1])[:2]]
+    obs = fresh.replay(task, 3, actions[:-1])[0]
+    last = fresh.step(actions[-1])
+    trace = [obs, (last.observation, last.reward)]
     fresh.close()
     assert runs[0] == runs[1]
     assert trace == [runs[0][-2][0], runs[0][-1]]

@@ -63,9 +63,10 @@ def test_expert_wins_every_test_goal_within_ten_steps():
     steps = []
     for task in env.task_ids("test"):
         _, info = env.reset(task)
+        step = None
         while not env.done:
-            _, reward, _, info = env.step(info["expert_action"])
-        assert info["won"] and reward == 1.0 and info["score"] == 1.0, task
+            step = env.step((step.info if step else info)["expert_action"])
+        assert step.won and step.reward == 1.0 and step.info["score"] == 1.0, task
         steps.append(len(env.actions))
     assert max(steps) <= 10
 
@@ -74,22 +75,18 @@ def test_page_flow_and_invalid_actions():
     env = make("shop", seed=1)
     obs, info = env.reset("fixed_0")
     assert obs.startswith("WebShop [SEP] Instruction: [SEP] i need") and info["task"] in obs
-    _, _, _, info = env.step("click[Buy Now]")  # nothing to click on the search page
-    assert info["valid"] is False
+    assert env.step("click[Buy Now]").valid is False  # nothing to click on the search page
     goal = env.goal
-    obs, _, _, info = env.step(f"search[{goal.query}]")
-    assert "Page 1 (Total results:" in obs and f"click[{goal.asin}]" in info["admissible_actions"]
-    _, _, _, info = env.step("search[again]")  # search only from the search page
-    assert info["valid"] is False
-    obs, _, _, _ = env.step(f"click[{goal.asin}]")
-    assert "[Buy Now]" in obs
-    obs, _, _, _ = env.step("click[Description]")
-    assert obs.startswith("[Back to Search] [SEP] [< Prev]")
+    step = env.step(f"search[{goal.query}]")
+    assert "Page 1 (Total results:" in step.observation and f"click[{goal.asin}]" in step.admissible_actions
+    assert env.step("search[again]").valid is False  # search only from the search page
+    assert "[Buy Now]" in env.step(f"click[{goal.asin}]").observation
+    assert env.step("click[Description]").observation.startswith("[Back to Search] [SEP] [< Prev]")
     env.step("click[< Prev]")
-    obs, reward, done, info = env.step("click[Buy Now]")  # no options chosen
+    step = env.step("click[Buy Now]")  # no options chosen
     n_att, n_opt = len(goal.attributes), len(goal.options)
-    assert done and reward == pytest.approx(round((n_att + 1) / (n_att + n_opt + 1), 4))
-    assert info["score"] == reward and not info["won"] and "Your score (min 0.0, max 1.0)" in obs
+    assert step.terminated and step.reward == pytest.approx(round((n_att + 1) / (n_att + n_opt + 1), 4))
+    assert step.info["score"] == step.reward and not step.won and "Your score (min 0.0, max 1.0)" in step.observation
     with pytest.raises(ValueError, match="fixed_"):
         env.reset("goal-3")
 
@@ -104,17 +101,18 @@ def test_http_client_matches_in_process_env(shop_server):
         action = "click[Back to Search]"  # invalid on the search page, then the expert's actions
         while not local.done:
             step_l, step_r = local.step(action), remote.step(action)
-            assert step_l[:3] == step_r[:3], action
-            assert step_l[3]["valid"] == step_r[3]["valid"]
-            assert step_l[3]["admissible_actions"] == step_r[3]["admissible_actions"]
-            action = step_l[3].get("expert_action")
-        assert remote.done and step_r[1] == 1.0 and step_r[3]["won"]
+            assert (step_l.observation, step_l.reward, step_l.terminated, step_l.truncated) == (
+                step_r.observation, step_r.reward, step_r.terminated, step_r.truncated), action
+            assert step_l.valid == step_r.valid
+            assert step_l.admissible_actions == step_r.admissible_actions
+            action = step_l.info.get("expert_action")
+        assert remote.done and step_r.reward == 1.0 and step_r.won
     # a partial purchase: the score read from the done page equals the formula's
     local.reset("fixed_5")
     remote.reset("fixed_5")
     for a in [f"search[{local.goal.query}]", f"click[{local.goal.asin}]", "click[Buy Now]"]:
         step_l, step_r = local.step(a), remote.step(a)
-    assert step_r[1] == step_l[1] < 1.0 and not step_r[3]["won"]
+    assert step_r.reward == step_l.reward < 1.0 and not step_r.won
 
 
 def test_server_rejects_bad_requests(shop_server):

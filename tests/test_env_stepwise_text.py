@@ -36,20 +36,21 @@ def test_a_stated_answer_ends_the_episode_with_its_reward(problems_file):
     assert env.task_ids("test") == ["stepwise/0", "stepwise/1", "stepwise/books"] and env.task_ids("train") == []
     obs, info = env.reset("stepwise/0")
     assert obs.startswith("Tom has 3 apples") and info["task"].startswith("Tom has")
-    obs, reward, done, info = env.step("He has 3 + 4 = 7 apples.")
-    assert (obs, reward, done, info["won"]) == ("", 0.0, False, False)
-    _, reward, done, info = env.step("The answer is 7.")
-    assert (reward, done, info["won"], info["answer"], info["answer_known"]) == (1.0, True, True, "7.", True)
+    step = env.step("He has 3 + 4 = 7 apples.")
+    assert (step.observation, step.reward, step.done, step.won) == ("", 0.0, False, False)
+    step = env.step("The answer is 7.")
+    assert (step.reward, step.terminated, step.won, step.info["answer"], step.info["answer_known"]) == (
+        1.0, True, True, "7.", True)
     env.reset("stepwise/books")
-    _, reward, done, info = env.step("200 × 5 = 1000, so the answer is $1,000")
-    assert reward == 1.0 and info["won"]
+    step = env.step("200 × 5 = 1000, so the answer is $1,000")
+    assert step.reward == 1.0 and step.won
     env.reset("stepwise/1")
-    _, reward, done, info = env.step("\\boxed{121}")
-    assert (reward, done, info["won"]) == (0.0, True, False)
+    step = env.step("\\boxed{121}")
+    assert (step.reward, step.terminated, step.won) == (0.0, True, False)
     env.reset("stepwise/1")
     for _ in range(4):
-        _, _, done, info = env.step("thinking")
-    assert done and info["truncated"] and not info["won"]
+        step = env.step("thinking")
+    assert step.done and step.truncated and not step.terminated and not step.won
 
 
 def test_rows_without_an_answer_and_with_splits(tmp_path):
@@ -58,8 +59,8 @@ def test_rows_without_an_answer_and_with_splits(tmp_path):
     env = make("stepwise", path=str(path), problem_field="question", answer_field="gold")
     assert env.task_ids("train") == ["stepwise/0"] and env.task_ids("test") == ["stepwise/1"]
     env.reset("stepwise/0")
-    _, reward, done, info = env.step("The answer is 4")
-    assert done and reward == 0.0 and not info["answer_known"]
+    step = env.step("The answer is 4")
+    assert step.terminated and step.reward == 0.0 and not step.info["answer_known"]
 
 
 @pytest.mark.parametrize("rows,message", [

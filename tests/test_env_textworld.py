@@ -72,16 +72,18 @@ def test_walkthrough_wins_generated_games(env, games_dir):
         walkthrough = env.walkthrough(task_id)
         assert 1 <= len(walkthrough) <= 4
         assert "TextWorld" in obs and "$$" not in obs and not obs.endswith(">")
-        assert info["task"] in obs and info["max_points"] == 1 and info["score"] == 0.0
+        assert info["task"] in obs and info["max_points"] == 1
         total = 0.0
+        admissible = info["admissible_actions"]
         for k, command in enumerate(walkthrough):
             assert info["expert_action"] == command  # on the walkthrough path the expert is the walkthrough
-            assert command in info["admissible_actions"]
-            obs, reward, done, info = env.step(command)
-            total += reward
-            assert info["valid"] and done == (k == len(walkthrough) - 1)
-        assert info["won"] and not info["lost"] and info["score"] == 1.0 and info["points"] == 1 and total == 1.0
-        assert "*** The End ***" in obs and "RESTART" not in obs
+            assert command in admissible
+            step = env.step(command)
+            total += step.reward
+            info, admissible = step.info, step.admissible_actions
+            assert step.valid and step.done == (k == len(walkthrough) - 1)
+        assert step.won and step.terminated and not info["lost"] and info["score"] == 1.0 and info["points"] == 1
+        assert total == 1.0 and "*** The End ***" in step.observation and "RESTART" not in step.observation
         assert env.game_path(task_id).with_suffix(".json").is_file()
     # the games are cached: a new env finds them and does not recompile
     path = env.game_path(env.task_ids("test")[0])
@@ -107,25 +109,25 @@ def test_splits_are_different_games_and_generation_is_deterministic(env, tmp_pat
 def test_invalid_actions_detours_and_step_limit(env, games_dir):
     # a game whose walkthrough does not start by leaving the room (so leaving it is a detour)
     task_id = next(t for t in env.task_ids("test") if not env.walkthrough(t)[0].startswith("go "))
-    obs, info = env.reset(task_id)
+    _, info = env.reset(task_id)
     admissible = info["admissible_actions"]
-    obs, reward, done, info = env.step("dance wildly")
-    assert obs == "That's not a verb I recognise." and not info["valid"] and reward == 0.0 and not done
-    assert info["admissible_actions"] == admissible and info["score"] == 0.0
-    assert env.step("  LOOK ")[3]["valid"]  # admissible up to case and spacing
+    step = env.step("dance wildly")
+    assert step.observation == "That's not a verb I recognise." and not step.valid and step.reward == 0.0
+    assert not step.done and step.admissible_actions == admissible and step.info["score"] == 0.0
+    assert env.step("  LOOK ").valid  # admissible up to case and spacing
     # a detour through another room: the expert first walks back, then finishes the quest
     walkthrough = env.walkthrough(task_id)
     detour = next(c for c in admissible if c.startswith("go "))
-    _, _, _, info = env.step(detour)
-    assert info["valid"] and info["expert_action"].startswith("go ") and info["expert_action"] != detour
+    step = env.step(detour)
+    assert step.valid and step.info["expert_action"].startswith("go ") and step.info["expert_action"] != detour
     while not env.done:
-        _, _, _, info = env.step(info["expert_action"])
-    assert info["won"] and len(env.actions) == 3 + 1 + len(walkthrough)
+        step = env.step(step.info["expert_action"])
+    assert step.won and len(env.actions) == 3 + 1 + len(walkthrough)
     short = make("textworld", games_dir=str(games_dir), n_games=COUNTS, max_steps=2, **SMALL)
     short.reset(task_id)
     short.step("look")
-    _, _, done, info = short.step("look")
-    assert done and info["truncated"] and not info["won"]
+    step = short.step("look")
+    assert step.done and step.truncated and not step.terminated and not step.won
     short.close()
 
 
@@ -141,8 +143,9 @@ def test_own_game_files(env, tmp_path):
     assert mine.task_ids("train") == []
     _, info = mine.reset("textworld/files/test/game1")
     while not mine.done:
-        _, _, _, info = mine.step(info["expert_action"])
-    assert info["won"]
+        step = mine.step(info["expert_action"])
+        info = step.info
+    assert step.won
     mine.close()
     (own / "train").mkdir()
     shutil.copy(own / "game0.z8", own / "train" / "lonely.z8")

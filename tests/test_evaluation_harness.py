@@ -14,7 +14,7 @@ from proctor.cli import app
 from proctor.evaluation import EvalConfig, run_eval
 from proctor.evaluation.compare import compare
 from proctor.evaluation.loading import load_run
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 from test_report import report_root  # noqa: F401  (the shared session fixture: real evaluations)
 
 HOUSEHOLD = {"env": "household", "split": "test", "tasks": 4, "progress": False}

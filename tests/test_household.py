@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from proctor.envs import EnvError, make
+from proctor.envs import EnvError, StepResult, make
 from proctor.envs.household import HouseholdEnv, TaskSpec
 from proctor.envs.household.grammar import listing, parse_listing
 from proctor.envs.household.world import World
@@ -40,7 +40,7 @@ def hand_made(spec: TaskSpec, max_steps: int = 30) -> HouseholdEnv:
     return env
 
 
-def run(env: HouseholdEnv, actions: list[str]) -> tuple[str, float, bool, dict]:
+def run(env: HouseholdEnv, actions: list[str]) -> StepResult:
     out = None
     for a in actions:
         out = env.step(a)
@@ -86,30 +86,27 @@ def test_listing_matches_alfworld() -> None:
 
 def test_observations_and_invalid_actions() -> None:
     env = hand_made(TaskSpec("pick_and_place", "apple", "fridge"))
-    obs, r, done, info = env.step("go to countertop 1")
-    assert obs == "You arrive at countertop 1. On the countertop 1, you see a apple 1, and a knife 2."
-    assert (r, done, info["valid"]) == (0.0, False, True)
-    assert "take apple 1 from countertop 1" in info["admissible_actions"]
-    assert "open countertop 1" not in info["admissible_actions"]
-    obs, _, _, info = env.step("take apple 1 from countertop 1")
-    assert obs == "You pick up the apple 1 from the countertop 1."
-    obs, _, _, info = env.step("take knife 2 from countertop 1")  # hands full
-    assert (obs, info["valid"]) == ("Nothing happens.", False)
-    assert env.step("inventory")[0] == "You are carrying: a apple 1."
-    assert env.step("examine apple 1")[0] == "This is a normal apple 1."
-    obs, _, _, info = env.step("go to drawer 1")
-    assert obs == "You arrive at drawer 1. The drawer 1 is closed."
-    assert "open drawer 1" in info["admissible_actions"]
-    assert not any(a.startswith("move") for a in info["admissible_actions"])
-    assert env.step("move apple 1 to drawer 1")[0] == "Nothing happens."  # closed
-    obs, _, _, info = env.step("open drawer 1")
-    assert obs == "You open the drawer 1. The drawer 1 is open. In it, you see a apple 2."
-    assert (
-        "move apple 1 to drawer 1" in info["admissible_actions"]
-        and "close drawer 1" in info["admissible_actions"]
-    )
-    assert env.step("close drawer 1")[0] == "You close the drawer 1."
-    assert env.step("go to fridge 1")[0] == "You arrive at fridge 1. The fridge 1 is closed."
+    step = env.step("go to countertop 1")
+    assert step.observation == "You arrive at countertop 1. On the countertop 1, you see a apple 1, and a knife 2."
+    assert (step.reward, step.done, step.valid) == (0.0, False, True)
+    assert "take apple 1 from countertop 1" in step.admissible_actions
+    assert "open countertop 1" not in step.admissible_actions
+    step = env.step("take apple 1 from countertop 1")
+    assert step.observation == "You pick up the apple 1 from the countertop 1."
+    step = env.step("take knife 2 from countertop 1")  # hands full
+    assert (step.observation, step.valid) == ("Nothing happens.", False)
+    assert env.step("inventory").observation == "You are carrying: a apple 1."
+    assert env.step("examine apple 1").observation == "This is a normal apple 1."
+    step = env.step("go to drawer 1")
+    assert step.observation == "You arrive at drawer 1. The drawer 1 is closed."
+    assert "open drawer 1" in step.admissible_actions
+    assert not any(a.startswith("move") for a in step.admissible_actions)
+    assert env.step("move apple 1 to drawer 1").observation == "Nothing happens."  # closed
+    step = env.step("open drawer 1")
+    assert step.observation == "You open the drawer 1. The drawer 1 is open. In it, you see a apple 2."
+    assert "move apple 1 to drawer 1" in step.admissible_actions and "close drawer 1" in step.admissible_actions
+    assert env.step("close drawer 1").observation == "You close the drawer 1."
+    assert env.step("go to fridge 1").observation == "You arrive at fridge 1. The fridge 1 is closed."
     for bad in [
         "open countertop 1",
         "take apple 2 from drawer 1",
@@ -117,9 +114,9 @@ def test_observations_and_invalid_actions() -> None:
         "go to fridge 9",
         "use desklamp 1",
     ]:
-        obs, r, done, info = env.step(bad)
-        assert (obs, r, done, info["valid"]) == ("Nothing happens.", 0.0, False, False), bad
-    assert env.step("look")[0] == "You are facing the fridge 1. Next to it, you see nothing."
+        step = env.step(bad)
+        assert (step.observation, step.reward, step.done, step.valid) == ("Nothing happens.", 0.0, False, False), bad
+    assert env.step("look").observation == "You are facing the fridge 1. Next to it, you see nothing."
     assert env.world.holding == "apple 1" and env.world.contents["drawer 1"] == ["apple 2"]
 
 
@@ -129,9 +126,9 @@ def test_observations_and_invalid_actions() -> None:
 def test_pick_and_place_accepts_both_grammars(phrasing: str) -> None:
     env = hand_made(TaskSpec("pick_and_place", "apple", "fridge"))
     run(env, ["go to countertop 1", "take apple 1 from countertop 1", "go to fridge 1", "open fridge 1"])
-    obs, r, done, info = env.step(phrasing)
-    assert obs == "You move the apple 1 to the fridge 1."
-    assert (r, done, info["won"], info["score"]) == (1.0, True, True, 1.0)
+    step = env.step(phrasing)
+    assert step.observation == "You move the apple 1 to the fridge 1."
+    assert (step.reward, step.terminated, step.won, step.info["score"]) == (1.0, True, True, 1.0)
     with pytest.raises(EnvError, match="finished episode"):
         env.step("look")
 
@@ -143,17 +140,15 @@ def test_pick_and_place_accepts_both_grammars(phrasing: str) -> None:
 def test_transform_must_happen_before_placing(kind: str, appliance: str, flag: str) -> None:
     env = hand_made(TaskSpec(kind, "apple", "countertop"))
     fetch = ["go to drawer 1", "open drawer 1", "take apple 2 from drawer 1"]
-    _, r, done, _ = run(env, [*fetch, "go to countertop 2", "move apple 2 to countertop 2"])
-    assert (r, done) == (0.0, False)  # placed but not transformed
-    _, r, done, _ = run(env, ["take apple 2 from countertop 2", f"{kind} apple 2 with countertop 2"])
-    assert (r, done) == (0.0, False)  # wrong appliance is not valid
-    obs, _, _, info = env.step(f"go to {appliance}")
-    assert f"{kind} apple 2 with {appliance}" in info["admissible_actions"]
-    obs, _, _, _ = env.step(f"{kind} apple 2 with {appliance}")
-    assert obs == f"You {kind} the apple 2 using the {appliance}."
-    assert env.step("examine apple 2")[0] == f"This is a {flag} apple 2."
-    _, r, done, info = run(env, ["go to countertop 2", "move apple 2 to countertop 2"])
-    assert (r, done, info["won"]) == (1.0, True, True)
+    step = run(env, [*fetch, "go to countertop 2", "move apple 2 to countertop 2"])
+    assert (step.reward, step.done) == (0.0, False)  # placed but not transformed
+    step = run(env, ["take apple 2 from countertop 2", f"{kind} apple 2 with countertop 2"])
+    assert (step.reward, step.done, step.valid) == (0.0, False, False)  # wrong appliance is not valid
+    assert f"{kind} apple 2 with {appliance}" in env.step(f"go to {appliance}").admissible_actions
+    assert env.step(f"{kind} apple 2 with {appliance}").observation == f"You {kind} the apple 2 using the {appliance}."
+    assert env.step("examine apple 2").observation == f"This is a {flag} apple 2."
+    step = run(env, ["go to countertop 2", "move apple 2 to countertop 2"])
+    assert (step.reward, step.terminated, step.won) == (1.0, True, True)
 
 
 def test_heating_undoes_cooling() -> None:
@@ -169,8 +164,8 @@ def test_heating_undoes_cooling() -> None:
     )
     run(env, ["go to microwave 1", "heat apple 1 with microwave 1"])
     assert env.world.flags["apple 1"] == {"hot"}
-    _, r, done, _ = run(env, ["go to countertop 2", "move apple 1 to countertop 2"])
-    assert (r, done) == (0.0, False)
+    step = run(env, ["go to countertop 2", "move apple 1 to countertop 2"])
+    assert (step.reward, step.done) == (0.0, False)
 
 
 def test_pick_two_needs_both_in_the_same_receptacle() -> None:
@@ -178,46 +173,47 @@ def test_pick_two_needs_both_in_the_same_receptacle() -> None:
     env.world.contents["countertop 1"].remove("apple 1")
     env.world.contents["fridge 1"].append("apple 1")
     run(env, ["go to fridge 1", "open fridge 1", "take apple 1 from fridge 1", "go to countertop 1"])
-    _, r, done, _ = env.step("move apple 1 to countertop 1")
-    assert (r, done) == (0.0, False)  # one is not two
+    step = env.step("move apple 1 to countertop 1")
+    assert (step.reward, step.done) == (0.0, False)  # one is not two
     run(env, ["go to drawer 1", "open drawer 1", "take apple 2 from drawer 1", "go to countertop 2"])
-    _, r, done, _ = env.step("move apple 2 to countertop 2")
-    assert (r, done) == (0.0, False)  # two, but in different countertops
-    _, r, done, info = run(
-        env, ["take apple 2 from countertop 2", "go to countertop 1", "move apple 2 to countertop 1"]
-    )
-    assert (r, done, info["won"]) == (1.0, True, True)
+    step = env.step("move apple 2 to countertop 2")
+    assert (step.reward, step.done) == (0.0, False)  # two, but in different countertops
+    step = run(env, ["take apple 2 from countertop 2", "go to countertop 1", "move apple 2 to countertop 1"])
+    assert (step.reward, step.terminated, step.won) == (1.0, True, True)
 
 
 def test_examine_needs_object_in_hand_at_the_lit_lamp() -> None:
     env = hand_made(TaskSpec("examine", "apple", "desklamp"))
-    obs, _, _, info = env.step("go to sidetable 1")
-    assert obs == "You arrive at sidetable 1. On the sidetable 1, you see a desklamp 1."
-    assert "take desklamp 1 from sidetable 1" not in info["admissible_actions"]
-    obs, r, done, _ = env.step("use desklamp 1")
-    assert (obs, r, done) == ("You turn on the desklamp 1.", 0.0, False)  # nothing in hand
+    step = env.step("go to sidetable 1")
+    assert step.observation == "You arrive at sidetable 1. On the sidetable 1, you see a desklamp 1."
+    assert "take desklamp 1 from sidetable 1" not in step.admissible_actions
+    step = env.step("use desklamp 1")
+    assert (step.observation, step.reward, step.done) == ("You turn on the desklamp 1.", 0.0, False)  # nothing in hand
     run(env, ["go to countertop 1", "take apple 1 from countertop 1"])
     assert env.done is False  # lamp is on, but not here
-    _, r, done, info = env.step("go to sidetable 1")
-    assert (r, done, info["won"]) == (1.0, True, True)
+    step = env.step("go to sidetable 1")
+    assert (step.reward, step.terminated, step.won) == (1.0, True, True)
 
 
 def test_max_steps_truncates() -> None:
     env = make("household", max_steps=3)
     env.reset(env.task_ids("test")[0])
-    assert env.step("look")[2] is False and env.step("look")[2] is False
-    _, r, done, info = env.step("look")
-    assert (r, done, info["truncated"], info["won"]) == (0.0, True, True, False)
+    assert env.step("look").done is False and env.step("look").done is False
+    step = env.step("look")
+    assert (step.reward, step.terminated, step.truncated, step.won) == (0.0, False, True, False)
+    assert step.done and step.admissible_actions is None
 
 
 def random_episode(env: HouseholdEnv, task_id: str, rng: random.Random, steps: int) -> list[tuple]:
     obs, info = env.reset(task_id, seed=3)
-    out = [(obs, info["admissible_actions"])]
+    out: list[tuple] = [(obs, info["admissible_actions"])]
+    admissible = info["admissible_actions"]
     for _ in range(steps):
         if env.done:
             break
-        obs, r, done, info = env.step(rng.choice(info["admissible_actions"] + ["open drawer 1"]))
-        out.append((obs, r, done, info["valid"], info["admissible_actions"]))
+        step = env.step(rng.choice(admissible + ["open drawer 1"]))
+        out.append((step.observation, step.reward, step.done, step.valid, step.admissible_actions))
+        admissible = step.admissible_actions
     return out
 
 
@@ -248,7 +244,7 @@ def test_clone_is_independent() -> None:
     assert (env.world, env.actions, env.admissible_actions()) == before and not env.done
     for a in twin_actions:  # the original, stepped the same way, ends where the clone ended
         last = env.step(a)
-    assert last[3]["won"] and env.world == twin.world
+    assert last.won and env.world == twin.world
 
 
 def test_replay_reproduces_states() -> None:
@@ -256,13 +252,15 @@ def test_replay_reproduces_states() -> None:
     rng = random.Random(5)
     for tid in env.task_ids("train")[:10]:
         obs, info = env.reset(tid)
+        admissible = info["admissible_actions"]
         for _ in range(12):
             if env.done:
                 break
-            obs, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+            step = env.step(rng.choice(admissible))
+            obs, admissible = step.observation, step.admissible_actions
         fresh = make("household")
         r_obs, r_info = fresh.replay(tid, 0, env.actions)
-        assert (r_obs, r_info["admissible_actions"]) == (obs, info["admissible_actions"])
+        assert (r_obs, r_info["admissible_actions"]) == (obs, admissible)
         assert fresh.world == env.world
 
 
@@ -272,9 +270,10 @@ def test_every_admissible_action_is_valid() -> None:
     checked = 0
     for tid in env.task_ids("valid")[:6]:
         _, info = env.reset(tid)
+        admissible = info["admissible_actions"]
         while not env.done:
-            for a in info["admissible_actions"]:
-                assert env.clone().step(a)[3]["valid"], (tid, env.actions, a)
+            for a in admissible:
+                assert env.clone().step(a).valid, (tid, env.actions, a)
                 checked += 1
-            _, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+            admissible = env.step(rng.choice(admissible)).admissible_actions
     assert checked > 1000

@@ -35,9 +35,9 @@ def rollout(
             else:
                 [[candidate]] = agent.act([prefix])
                 action = candidate.action
-            next_obs, _, _, next_info = env.step(action)
+            result = env.step(action)
             history.append(Step(observation=obs, action=action, info=info))
-            obs, info = next_obs, next_info
+            obs, info = result.observation, result.as_info()
         out.append((bool(info["won"]), len(env.actions)))
     return out
 
@@ -125,6 +125,6 @@ def test_search_expert_is_a_pure_function_of_the_text() -> None:
             Prefix("household", env.task_id, env.task, obs, list(history), {})
         )  # no privileged info
         assert action == again
-        next_obs, _, _, next_info = env.step(action)
+        result = env.step(action)
         history.append(Step(observation=obs, action=action, info=info))
-        obs, info = next_obs, next_info
+        obs, info = result.observation, result.as_info()

@@ -73,9 +73,9 @@ def test_household_expert_wins_through_openenv_client():
         while not result.done:
             action = result.observation["expert_action"]
             result = env.step({"command": action})
-            local_obs, reward, done, _ = local.step(action)
-            assert result.observation["text"] == local_obs and result.reward == reward == result.observation[
-                "env_reward"] and result.done == done
+            local_step = local.step(action)
+            assert result.observation["text"] == local_step.observation and result.reward == local_step.reward
+            assert result.reward == result.observation["env_reward"] and result.done == local_step.done
             assert result.observation["prm_score"] is None
             rewards.append(result.reward)
         final = result.observation
@@ -130,7 +130,7 @@ def test_prm_step_rewards_are_the_scorers(scalar_prm_dir):
             assert result.observation.prm_score == result.reward
         assert result.observation.termination == "max_steps" and len(actions) == 3
     episode = start_episode(local, task)
-    local_rewards = [step_episode(local, episode, a)[1] for a in actions]
+    local_rewards = [step_episode(local, episode, a).reward for a in actions]
     traj = finish_episode(local, episode, split="train", agent="test", run_seed=0)
     q = open_scorer(scalar_prm_dir, device="cpu").score_trajectories([traj])[0]
     assert rewards == pytest.approx(q, rel=1e-5)

@@ -121,9 +121,9 @@ def test_expert_episode_through_act():
     fresh = make("household", preset="small", max_steps=20)
     fresh.reset(traj.task_id, traj.seed)
     for step in traj.steps:
-        obs, reward, _, _ = fresh.step(step.action)
-        assert reward == step.reward
-    assert fresh.done and obs == traj.final_observation
+        result = fresh.step(step.action)
+        assert result.reward == step.reward
+    assert fresh.done and result.observation == traj.final_observation
 
 
 def test_unfinished_episode_and_rollouts_without_a_dataset():
@@ -361,8 +361,9 @@ def test_grpo_trains_on_household(tiny_model_dir, scalar_prm_dir, tmp_path, monk
         rewards = []
         for step in traj.steps:
             assert step.observation == obs
-            obs, reward, _, _ = env.step(step.action)
-            rewards.append(reward)
+            result = env.step(step.action)
+            obs = result.observation
+            rewards.append(result.reward)
         assert obs == traj.final_observation or not traj.steps
         q = scorer.score_trajectories([traj])[0] if traj.steps else []
         assert got == pytest.approx(sum(rewards) + sum(q), rel=1e-5, abs=1e-6)

@@ -12,7 +12,7 @@ import yaml
 
 from proctor.pipeline import PipelineConfig, run_pipeline
 from proctor.pipeline.table import result_tables
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 PROMPT = {"history": 2, "memory": True}
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from proctor.cli import app
 from proctor.pipeline import PipelineConfig, run_pipeline
 from proctor.pipeline.plan import plan_stages
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 from test_pipeline import toy_config
 
 TOY_STAGES = ["model", "demos", "iter-0/sft", "iter-0/rollouts", "iter-0/targets", "iter-0/prm",
@@ -109,10 +109,11 @@ def test_a_two_worker_run_makes_the_same_stores_with_env_workers(tmp_path, monke
     """10-25 s: the toy loop with 0 and with 2 env workers. Every stage that steps envs (demos, rollouts, the three
     evaluations, beam search, the monitor, online DPO's rollouts) makes its envs in worker processes, and the
     stores are the same episodes. The run records exactly the stages `--dry-run` plans."""
-    from proctor.rollout import workers
+    from proctor.rollout.pools import InProcessEnvPool
+    from proctor.rollout.worker_process import ProcessEnvPool
 
     made: dict[str, int] = {"in_process": 0, "processes": 0}
-    for cls, key in ((workers.InProcessEnvPool, "in_process"), (workers.ProcessEnvPool, "processes")):
+    for cls, key in ((InProcessEnvPool, "in_process"), (ProcessEnvPool, "processes")):
         def spy(self, *args, _init=cls.__init__, _key=key, **kwargs):
             made[_key] += 1
             _init(self, *args, **kwargs)

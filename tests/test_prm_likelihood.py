@@ -33,7 +33,7 @@ from proctor.prompts.render import prefix_at
 from proctor.rollout import RolloutConfig, run_rollout
 from proctor.search.best_of_n import BestOfNAgent
 from proctor.search.scorer import load_scorer
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
 FAVOURED = "examine "  # favoured actions start with it (several tokens; "look" is one)

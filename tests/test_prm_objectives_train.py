@@ -17,7 +17,7 @@ from proctor.prm.data import StepwiseExample, write_stepwise
 from proctor.prm.records import PairExample
 from proctor.prm.scoring import PRMScorer
 from proctor.prm.trainer import train_prm
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 GOOD = ["open the drawer", "take the key", "go north", "unlock the door"]
 BAD = ["eat the key", "jump on table", "sleep now", "break the wall"]

@@ -19,7 +19,7 @@ from proctor.prm.scoring import PRMScorer
 from proctor.prm.trainer import train_prm
 from proctor.prompts.render import prefix_at
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 ENV = {"max_steps": 10, "expert_hints": True}
 POLICY = {"kind": "epsilon", "epsilon": 0.5, "seed": 3}

@@ -97,3 +97,17 @@ def test_parse_never_raises(text, fmt):
 def test_unknown_format_is_rejected():
     with pytest.raises(ValueError, match="format"):
         PromptConfig(format="json")
+
+
+def test_stop_strings_default_to_the_end_of_each_formats_action():
+    from proctor.prompts.formats import stop_strings
+
+    assert stop_strings("plain", None) == ["\n"]
+    assert stop_strings("thought_action", None) == ["\n\n"]
+    assert stop_strings("xml", None) == ["</action>"]
+    assert stop_strings("plain", []) == []
+    with pytest.raises(ValueError, match="unknown output format"):
+        stop_strings("yaml", None)
+    # a two-line output cut at the blank line still parses to its action
+    text = "Thought: I need the apple.\nAction: go to fridge 1\n\nnoise"
+    assert parse_output(text.split("\n\n")[0], PromptConfig(format="thought_action")).action == "go to fridge 1"

@@ -12,7 +12,7 @@ from proctor.cli import app
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 runner = CliRunner()
 

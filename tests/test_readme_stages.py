@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import SHARED_DATA
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "get-started" / "stage-by-stage.md"

@@ -34,7 +34,7 @@ def make_report_folder(root: Path, backbone: Path) -> Path:
     """Real evaluations of household test tasks under `root` (see module docstring); returns `root`."""
     from proctor.credit import Sources, run_method
     from proctor.credit.io import write_back
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     prm = make_prm(root.parent / f"{root.name}-prm", backbone)
     common = {"env": "household", "split": "test", "tasks": 4, "progress": False, "batch": 4}

@@ -104,7 +104,7 @@ def test_archer_end_to_end_on_twenty_questions(tiny_model_dir, tmp_path):
     assert len(ReplayBuffer.load(tmp_path / "run/replay.parquet")) == second["buffer"]
     assert json.loads((tmp_path / "run/iter-2/metrics.json").read_text())["iteration"] == 2
     # the buffer's transitions are the rollouts' steps: generated ids, truncation flags, next states
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     trajs = TrajectoryStore.open(tmp_path / "run/iter-1/rollouts").load()
     _, tok = load(tiny_model_dir)

@@ -20,7 +20,7 @@ from proctor.rl.bon_distill import (
     train_bon_distill,
 )
 from proctor.stats import best_of_n_probabilities
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 PROMPT = PromptConfig(history=2, memory=True, show_admissible=False, system="")
 

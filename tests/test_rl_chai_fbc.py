@@ -17,7 +17,7 @@ from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.rl.chai import CHAIConfig, train_chai
 from proctor.rl.critic import CriticChoiceAgent
 from proctor.rl.filtered_bc import FilteredBCConfig, clone_example, train_filtered_bc
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 AGENT = {"kind": "hf", "temperature": 1.0, "max_new_tokens": 8, "prompt": {"history": 1}}
 runner = CliRunner()

@@ -14,7 +14,7 @@ from proctor.rl.dpo_losses import sigmoid_loss
 from proctor.rl.dpo_step import DPOLoss, DPORow, pair_logprobs
 from proctor.rl.online_dpo import OnlineDPOConfig, train_online_dpo
 from proctor.rl.pairs import CandidatePair
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 #: curves that differ only by float rounding (the order of the sums): per-step losses within this
 CURVE_TOL = 1e-4

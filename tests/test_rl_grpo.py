@@ -10,7 +10,7 @@ import torch
 from proctor.models import load
 from proctor.models.sequences import completion_logprobs, sequence_logprobs
 from proctor.rl.grpo import GRPOConfig, step_samples, train_grpo
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 
 def _logps(folder, samples) -> torch.Tensor:

@@ -124,7 +124,7 @@ def test_expected_baseline_is_the_policys_average_of_q_over_the_admissible_actio
     run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small", "max_steps": 3}, tasks=2,
                               agent={"kind": "choice", "model": str(tiny_model_dir), "temperature": 1.0,
                                      "prompt": PROMPT}, out=tmp_path / "roll", progress=False))
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     trajs = TrajectoryStore.open(tmp_path / "roll").load()
     policy, tok = load(tiny_model_dir)

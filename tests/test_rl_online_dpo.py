@@ -19,7 +19,7 @@ from proctor.prm.scoring import PRMScorer
 from proctor.prompts import Candidate, Prefix, format_action, prefix_at
 from proctor.rl.online_dpo import OnlineDPOConfig, collect_pairs, train_online_dpo
 from proctor.rl.pairs import candidate_tokens, preference_pair, preference_pairs, prompt_ids
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 
 def _config(tiny_model_dir, scalar_prm_dir, out, **kw) -> OnlineDPOConfig:

@@ -158,7 +158,7 @@ def demos(tmp_path_factory):
 
 def demo_nll(model_dir, demos, prompt: PromptConfig) -> float:
     from proctor.agents.generation_utils import eos_token_ids
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     model, tok = load(model_dir)
     examples = build_examples(tok, TrajectoryStore.open(demos).load(), prompt,

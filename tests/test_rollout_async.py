@@ -16,7 +16,8 @@ from proctor.envs.registry import EnvSpec
 from proctor.rollout import AgentFailing, RolloutConfig, rollout
 from proctor.rollout.engine import choose_engine
 from proctor.rollout.starts import completion_items
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 from test_rollout_envs import BisectAgent
 
 HOUSEHOLD = EnvSpec("household", {"max_steps": 4})

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 TESTS_DIR = Path(__file__).resolve().parent
 #: the installed console script (`pip install -e .`), next to this interpreter

@@ -10,7 +10,8 @@ from proctor.agents.experts import ExpertAgent
 from proctor.envs import make
 from proctor.envs.registry import EnvSpec
 from proctor.rollout import episode_seed, plan, rollout, summarize, wilson_interval
-from proctor.trajectory import Step, Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Step, Trajectory
 from test_rollout_envs import BisectAgent, SeededGuessAgent, secret_of
 
 TASKS = [f"test-{i}" for i in range(5)]

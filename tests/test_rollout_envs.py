@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
-from proctor.envs.base import TextEnv
+from proctor.envs.base import StepOutcome, TextEnv
 from proctor.envs.experts import expert_kinds, register_expert
 from proctor.envs.registry import entries, register
 
@@ -46,7 +46,7 @@ class GuessEnv(TextEnv):
         self.secret = secret_of(task_id, seed)
         return "I picked a number from 0 to 9.", {"task": f"Find the number ({task_id})."}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         time.sleep(self.step_delay)
         if self.task_id in self.crash_on:
             raise RuntimeError(f"boom on {self.task_id}")
@@ -55,14 +55,14 @@ class GuessEnv(TextEnv):
         if self.task_id in self.die_on:
             os._exit(3)
         if action == "give up":
-            return f"It was {self.secret}.", 0.0, True, {}
+            return StepOutcome(f"It was {self.secret}.", 0.0, terminated=True)
         m = re.fullmatch(r"guess (\d)", action.strip())
         if not m:
-            return "Say `guess <digit>`.", 0.0, False, {"valid": False}
+            return StepOutcome("Say `guess <digit>`.", 0.0, terminated=False, valid=False)
         k = int(m.group(1))
         if k == self.secret:
-            return "Correct!", 1.0, True, {"won": True}
-        return ("higher" if k < self.secret else "lower"), 0.0, False, {}
+            return StepOutcome("Correct!", 1.0, terminated=True, won=True)
+        return StepOutcome("higher" if k < self.secret else "lower", 0.0, terminated=False)
 
     def admissible_actions(self) -> list[str]:
         return [f"guess {k}" for k in range(10)]

@@ -38,12 +38,13 @@ def test_a_replaced_worker_recreates_its_other_envs_by_replay():
         secret = secret_of("test-0", 11)
         wrong = (secret + 1) % 10
         pool.step(0, f"guess {wrong}")
-        assert pool.collect()[0].value[0] == ("lower" if wrong > secret else "higher")
+        assert pool.collect()[0].value.observation == ("lower" if wrong > secret else "higher")
         pool.step(0, f"guess {wrong}")  # answered before slot 1 hangs the worker
         pool.step(1, "guess 0")
         replies = pool.collect()
         assert replies[0].ok and not replies[1].ok and "timed out" in replies[1].error
         assert pool.replacements == 1
         pool.step(0, f"guess {secret}")  # slot 0's env was replayed on the new worker: same secret, 2 actions
-        obs, reward, done, info = pool.collect()[0].value
-        assert (obs, reward, done, info["won"]) == ("Correct!", 1.0, True, True)
+        result = pool.collect()[0].value  # a StepResult, pickled from the worker process
+        assert (result.observation, result.reward, result.terminated, result.won) == ("Correct!", 1.0, True, True)
+        assert result.admissible_actions is None and result.info == {"score": 1.0}

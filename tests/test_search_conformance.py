@@ -28,7 +28,7 @@ from proctor.prm.scoring import PRMScorer
 from proctor.rollout import RolloutConfig, run_rollout
 from proctor.search import SearchRunConfig, run_search, search_config, search_methods
 from proctor.seeding import stable_rng
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 SCRIPTED = "search-test-look-among-random"
 PREFERRED = "look"
@@ -128,9 +128,8 @@ def household_states(split: str, n_tasks: int, depth: int, seed: int) -> list[Pr
         ep = Episode.begin("household", WorkItem(tid, 0, 0), obs, info)
         for _ in range(depth):
             out.append(ep.prefix())
-            a = rng.choice(info["admissible_actions"])
-            obs, reward, done, info = env.step(a)
-            ep.record(Candidate(a), obs, reward, done, info)
+            a = rng.choice(ep.info["admissible_actions"])
+            ep.record(Candidate(a), env.step(a))
     return out
 
 
@@ -183,13 +182,14 @@ def run(method: str, env: str, prm: str, out, *, seed: int = 0, tasks: int = 2, 
 def assert_replays(traj, env_kwargs: dict) -> None:
     """Re-play the trajectory's actions in a fresh env: same observations, final observation and outcome."""
     env = make(traj.env, **env_kwargs)
-    obs, info = env.reset(traj.task_id, traj.seed)
+    obs, _ = env.reset(traj.task_id, traj.seed)
     for t, step in enumerate(traj.steps):
         assert step.observation == obs, f"{traj.id} step {t}: the observation differs from a fresh replay"
-        obs, _, done, info = env.step(step.action)
-        assert step.done == done
+        result = env.step(step.action)
+        obs = result.observation
+        assert step.done == result.done and step.truncated == result.truncated
     assert traj.final_observation == obs and env.done
-    assert traj.success == bool(info["won"])
+    assert traj.success == result.won
     assert traj.termination in ("success", "failure", "max_steps")
 
 

@@ -22,7 +22,7 @@ def household_states(n: int) -> list:
         ep = Episode.begin("household", WorkItem(tid, 0, k), obs, info)
         for t in range(k):
             a = info["admissible_actions"][(3 * t + k) % len(info["admissible_actions"])]
-            ep.record(Candidate(a), *env.step(a))
+            ep.record(Candidate(a), env.step(a))
         out.append(ep.prefix())
     return out
 

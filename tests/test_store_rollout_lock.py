@@ -10,7 +10,7 @@ import textwrap
 from typer.testing import CliRunner
 
 from proctor.cli import app
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 
 def test_a_second_rollout_into_the_same_out_is_refused(tmp_path):
@@ -21,7 +21,7 @@ def test_a_second_rollout_into_the_same_out_is_refused(tmp_path):
     assert first.exit_code == 0, first.output
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
-        from proctor.trajectory import TrajectoryStore
+        from proctor.store import TrajectoryStore
         store = TrajectoryStore.open({str(out)!r}).lock()  # a rollout writing into the same store
         print("ready", flush=True)
         sys.stdin.readline()

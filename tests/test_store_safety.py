@@ -12,7 +12,8 @@ import textwrap
 
 import pytest
 
-from proctor.trajectory import StoreError, StoreLockedError, TrajectoryStore
+from proctor.store import StoreLockedError, TrajectoryStore
+from proctor.trajectory import StoreError
 from test_trajectory import make_traj
 
 TESTS = os.path.dirname(__file__)
@@ -50,7 +51,7 @@ def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
     root = tmp_path / "s"
     holder = python(f"""
         from test_trajectory import make_traj
-        from proctor.trajectory import TrajectoryStore
+        from proctor.store import TrajectoryStore
         store = TrajectoryStore({str(root)!r})
         store.append(make_traj("t0"))
         print("ready", flush=True)
@@ -151,7 +152,7 @@ def test_a_write_cut_short_is_cut_back_from_the_writers_own_shard(tmp_path):
     proc = python(f"""
         import resource, signal
         from test_trajectory import make_traj
-        from proctor.trajectory import TrajectoryStore
+        from proctor.store import TrajectoryStore
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         store = TrajectoryStore({str(root)!r})
         store.append(make_traj("t0"))

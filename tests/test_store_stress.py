@@ -15,13 +15,14 @@ import time
 
 import pytest
 
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 N_RECORDS = 10_000
 TESTS = os.path.dirname(__file__)
 
 WRITER = """
-from proctor.trajectory import Step, Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Step, Trajectory
 store = TrajectoryStore(ROOT)
 print("ready", flush=True)
 pad = "x" * 9000
@@ -36,7 +37,7 @@ READER = """
 import json, time
 import pytest
 
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 opens, loads, last, errors = 0, 0, 0, []
 next_load = 0.0
 while True:

@@ -12,15 +12,9 @@ import time
 
 import pytest
 
-from proctor.trajectory import (
-    Step,
-    StoreError,
-    Trajectory,
-    TrajectoryStore,
-    dataset_to_trajectories,
-    read_parquet,
-    trajectories_to_dataset,
-)
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Step, StoreError, Trajectory
+from proctor.trajectory_export import dataset_to_trajectories, read_parquet, trajectories_to_dataset
 
 
 def make_traj(task_id: str = "t0", sample: int = 0, success: bool = True, n_steps: int = 3) -> Trajectory:
@@ -125,7 +119,7 @@ def test_kill_mid_run_keeps_every_completed_record(tmp_path):
         import sys
         sys.path.insert(0, {str(os.path.dirname(__file__))!r})
         from test_trajectory import make_traj
-        from proctor.trajectory import TrajectoryStore
+        from proctor.store import TrajectoryStore
         store = TrajectoryStore({str(tmp_path / "s")!r})
         i = 0
         while True:

@@ -31,10 +31,11 @@ def play(env, task_id, policy, seed=0):
     done = False
     while not done:
         action = policy(Prefix(env.name, task_id, env.task, obs, list(history), info, seed=seed))
-        next_obs, reward, done, info = env.step(action)
-        history.append(Step(observation=obs, action=action, reward=reward, done=done, info=info))
-        rewards.append(reward)
-        obs = next_obs
+        result = env.step(action)
+        done, info = result.done, result.as_info()
+        history.append(Step(observation=obs, action=action, reward=result.reward, done=done, info=info))
+        rewards.append(result.reward)
+        obs = result.observation
     return [s.action for s in history], rewards, info
 
 
@@ -147,12 +148,13 @@ def test_answers_rewards_and_winning_turn():
     task_id = env.task_ids("train")[0]
     env.reset(task_id)
     secret = env.secret.name
-    obs, reward, done, info = env.step("Is it a kind of animal?")
-    assert obs in ("Yes.", "No.") and reward == -1.0 and not done and info["valid"]
-    obs, reward, done, info = env.step("what is it")
-    assert obs == INVALID and reward == -1.0 and not done and info["valid"] is False
-    obs, reward, done, info = env.step(f"is it a {secret.upper()}")
-    assert obs == "Yes." and reward == 0.0 and done and info["won"] and info["score"] == 1.0
+    step = env.step("Is it a kind of animal?")
+    assert step.observation in ("Yes.", "No.") and step.reward == -1.0 and not step.done and step.valid
+    step = env.step("what is it")
+    assert step.observation == INVALID and step.reward == -1.0 and not step.done and step.valid is False
+    step = env.step(f"is it a {secret.upper()}")
+    assert step.observation == "Yes." and step.reward == 0.0 and step.terminated and step.won
+    assert step.info["score"] == 1.0 and not step.truncated
     with pytest.raises(EnvError):
         env.step("Is it a dog?")
 
@@ -162,11 +164,11 @@ def test_losing_game_returns_minus_twenty():
     task_id = env.task_ids("test")[3]
     env.reset(task_id)
     wrong = next(o.name for o in load_objects() if o.name != env.secret.name)
-    total, done, info = 0.0, False, {}
-    while not done:
-        _, reward, done, info = env.step(f"Is it a {wrong}?")
-        total += reward
-    assert total == -20.0 and info["truncated"] and not info["won"] and info["score"] == 0.0
+    total, step = 0.0, None
+    while step is None or not step.done:
+        step = env.step(f"Is it a {wrong}?")
+        total += step.reward
+    assert total == -20.0 and step.truncated and not step.terminated and not step.won and step.info["score"] == 0.0
 
 
 def test_determinism_clone_and_replay():
@@ -178,7 +180,7 @@ def test_determinism_clone_and_replay():
     env.reset(task_id)
     env.step(a1[0])
     twin = env.clone()
-    assert twin.step(a1[1])[0] == env.step(a1[1])[0]
+    assert twin.step(a1[1]).observation == env.step(a1[1]).observation
     obs, _info = make("twenty_questions").replay(task_id, 0, a1[:2])
     assert obs == env.dialogue[1][1]
 

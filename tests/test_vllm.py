@@ -26,7 +26,7 @@ from proctor.prompts import Prefix
 from proctor.prompts.render import PromptConfig, render_messages
 from proctor.rollout.engine import rollout
 from proctor.serving.vllm_server import PYTHON_ENV, VLLMServer, VLLMServerConfig
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.xdist_group("vllm")]
 

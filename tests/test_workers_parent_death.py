@@ -30,7 +30,7 @@ import sys, threading
 sys.path.insert(0, TESTS)
 import test_rollout_envs  # registers the `guess` env
 from proctor.envs.registry import EnvSpec
-from proctor.rollout.workers import ProcessEnvPool
+from proctor.rollout.worker_process import ProcessEnvPool
 
 spec = EnvSpec("guess", {"hang_on": ["test-0"], "hang_s": 600.0})
 box = {}

@@ -1,5 +1,5 @@
 # my_env.py: a text env of your own, registered under the name "guess" (proctor.envs.TextEnv)
-from proctor.envs import TextEnv, register
+from proctor.envs import StepOutcome, TextEnv, register
 
 
 @register("guess")
@@ -23,4 +23,4 @@ class Guess(TextEnv):
         guess = int(action) if action.strip().isdigit() else 0
         won = guess == self.secret
         obs = "right" if won else "higher" if guess < self.secret else "lower"
-        return obs, float(won), won, {"won": won, "valid": 1 <= guess <= 9}
+        return StepOutcome(obs, float(won), terminated=won, won=won, valid=1 <= guess <= 9)

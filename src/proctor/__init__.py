@@ -4,7 +4,8 @@ Pipeline: envs → rollout (agents) → trajectories → credit (per-step target
 → search (best-of-N, beam) and rl (policy improvement). See the README's architecture section.
 """
 
-from proctor.trajectory import Step, Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Step, Trajectory
 
 __version__ = "0.1.0"
 __all__ = ["Step", "Trajectory", "TrajectoryStore", "__version__"]

@@ -83,7 +83,8 @@ def step_info(before: dict[str, Any], after: dict[str, Any], candidate: Candidat
 
 @dataclass
 class Episode:
-    """A live episode (see module docstring)."""
+    """A live episode (see module docstring); `info` is the current state's: reset's info, then the last step's
+    result as one dict (`StepResult.as_info()`)."""
 
     env: str
     item: WorkItem
@@ -109,15 +110,18 @@ class Episode:
         return Prefix(env=self.env, task_id=self.item.task_id, task=self.task, observation=self.observation,
                       history=list(self.steps), info=self.info, sample=self.item.sample, seed=self.item.seed)
 
-    def record(self, candidate: Candidate, observation: str, reward: float, done: bool,
-               info: dict[str, Any]) -> Step:
-        """Append the step that `candidate` made and move to the env's reply; returns the step."""
+    def record(self, candidate: Candidate, result: Any) -> Step:
+        """Append the step that `candidate` made and move to the env's reply, a `proctor.envs.StepResult` (read
+        by its fields: this module sits below the envs); returns the stored step, whose info is the result as one
+        dict (`StepResult.as_info()`: `valid`, `won`, `truncated`, `score`, ...) with the state keys of the state
+        acted in."""
+        info = result.as_info()
         step = Step(observation=self.observation, action=candidate.action, reason=candidate.reason,
                     raw_output=candidate.raw_output, logprobs=candidate.logprobs, token_ids=candidate.token_ids,
-                    reward=reward, done=done, truncated=bool(done and info.get("truncated")),
+                    reward=float(result.reward), done=bool(result.done), truncated=bool(result.truncated),
                     info=step_info(self.info, info, candidate))
         self.steps.append(step)
-        self.observation, self.info = observation, info
+        self.observation, self.info = result.observation, info
         return step
 
     def finish(self, termination: Termination, *, split: str, agent: str, run_seed: int,
@@ -149,5 +153,5 @@ def play(env: Any, item: WorkItem, act: Callable[[Prefix], Candidate | None], *,
         candidate = act(ep.prefix())
         if candidate is None:
             return ep.finish("failure", split=split, agent=agent, run_seed=run_seed)
-        ep.record(candidate, *env.step(candidate.action))
+        ep.record(candidate, env.step(candidate.action))
     return ep.finish(termination_of(ep.info), split=split, agent=agent, run_seed=run_seed)

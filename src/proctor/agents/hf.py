@@ -29,6 +29,7 @@ from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.agents.generation_utils import cut_at_stop, eos_token_ids, generation_end, sampled_logprobs
 from proctor.agents.prefix_cache import PrefixCache, reusable_cache
 from proctor.models.kv_cache import cache_kwargs, output_cache
+from proctor.prompts.formats import stop_strings
 from proctor.prompts.render import PromptConfig, parse_output, render_prompt
 from proctor.seeding import stable_seed
 
@@ -75,7 +76,7 @@ class HFAgent(Agent):
         self.prompt = prompt if isinstance(prompt, PromptConfig) else PromptConfig.model_validate(prompt or {})
         self.temperature, self.top_p, self.top_k = float(temperature), float(top_p), int(top_k)
         self.max_new_tokens = max_new_tokens
-        self.stop = list(stop or [])
+        self.stop = stop_strings(self.prompt.format, stop)
         self.seed = seed
         self.batch_size = batch_size
         self.logprobs = logprobs

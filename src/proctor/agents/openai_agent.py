@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeVar
 import openai
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
+from proctor.prompts.formats import stop_strings
 from proctor.prompts.render import PromptConfig, parse_output, render_messages, render_prompt
 from proctor.seeding import stable_seed
 
@@ -144,7 +145,7 @@ class OpenAIAgent(Agent):
         self.prompt = prompt or PromptConfig()
         self.tokenizer = tokenizer
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
-        self.stop = list(stop) if stop else None
+        self.stop = stop_strings(self.prompt.format, stop) or None
         self.concurrency, self.max_retries, self.seed, self.logprobs = concurrency, max_retries, seed, logprobs
         self.backoff, self.max_backoff = backoff, max_backoff
         self.return_token_ids = return_token_ids

@@ -155,9 +155,13 @@ class ReplayConfig(AgentSpec):
 
     def build(self) -> Agent:
         from proctor.agents.simple import ReplayAgent
-        from proctor.trajectory import TrajectoryStore
+        from proctor.store import TrajectoryStore
 
         return ReplayAgent(TrajectoryStore.open(self.source), check_observations=self.check_observations)
+
+
+_STOP_HELP = ("stop strings; None: the output format's end of action (plain: a newline; reason_action and "
+              "thought_action: a blank line; xml: '</action>'); []: none")
 
 
 @register_agent("hf")
@@ -171,7 +175,7 @@ class HFConfig(AgentSpec):
     top_p: float = Field(default=1.0, gt=0, le=1)
     top_k: int = Field(default=0, ge=0)
     max_new_tokens: int = Field(default=48, ge=1)
-    stop: list[str] | None = None
+    stop: list[str] | None = Field(default=None, description=_STOP_HELP)
     seed: int | None = 0
     batch_size: int | None = Field(default=None, ge=1)
     device: Device = "auto"
@@ -200,7 +204,7 @@ class OpenAIConfig(AgentSpec):
     temperature: float = Field(default=1.0, ge=0)
     top_p: float = Field(default=1.0, gt=0, le=1)
     max_tokens: int = Field(default=256, ge=1)
-    stop: list[str] | None = None
+    stop: list[str] | None = Field(default=None, description=_STOP_HELP)
     concurrency: int = Field(default=8, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=5, ge=0)

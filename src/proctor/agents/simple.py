@@ -8,7 +8,8 @@ from functools import cache
 
 from proctor.agents.base import Agent, AgentError, Candidate, Prefix
 from proctor.seeding import stable_rng
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 
 class RandomAgent(Agent):

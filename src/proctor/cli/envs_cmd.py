@@ -87,8 +87,9 @@ def play(
     if help_text:
         console.print(help_text, style="dim")
     console.print(f"[cyan]{obs}[/cyan]")
-    total, done = 0.0, False
-    while not done:
+    total, result = 0.0, None
+    admissible, expert = info.get("admissible_actions"), info.get("expert_action")
+    while result is None or not result.done:
         try:
             action = input("> ").strip()
         except EOFError:
@@ -100,15 +101,17 @@ def play(
             console.print(help_text or PLAY_HELP)
             continue
         if action == ":actions":
-            console.print(", ".join(info.get("admissible_actions") or []) or "(this env does not list actions)")
+            console.print(", ".join(admissible or []) or "(this env does not list actions)")
             continue
         if action == ":expert":
-            console.print(str(info.get("expert_action")))
+            console.print(str(expert))
             continue
-        obs, reward, done, info = env.step(action)
-        total += reward
-        style = "cyan" if info.get("valid", True) else "red"
-        console.print(f"[{style}]{obs}[/{style}]  (reward {reward:g})")
-    outcome = "won" if info.get("won") else ("out of steps" if info.get("truncated") else "not won")
+        result = env.step(action)
+        admissible, expert = result.admissible_actions, result.info.get("expert_action")
+        total += result.reward
+        style = "cyan" if result.valid else "red"
+        console.print(f"[{style}]{result.observation}[/{style}]  (reward {result.reward:g})")
+    won, truncated = (result.won, result.truncated) if result is not None else (False, False)
+    outcome = "won" if won else ("out of steps" if truncated else "not won")
     console.print(f"[bold]{outcome}[/bold] after {len(env.actions)} steps, return {total:g}")
     env.close()

@@ -108,7 +108,7 @@ def score(
         if write_back is not None and not store:
             raise DataError("--write-back writes Step.scores onto trajectories: DATA must be a trajectory store")
         if store:
-            from proctor.trajectory import TrajectoryStore
+            from proctor.store import TrajectoryStore
 
             trajs = TrajectoryStore.open(data).load()
         else:
@@ -124,8 +124,8 @@ def score(
     for i, s in zip(ids, scores, strict=True):
         typer.echo(json.dumps({"id": i, "scores": s}))
     if write_back is not None:
-        from proctor.prm.data import with_step_scores
-        from proctor.trajectory import TrajectoryStore
+        from proctor.prm.rendering import with_step_scores
+        from proctor.store import TrajectoryStore
 
         with TrajectoryStore(write_back, meta={"scores": name, "prm": str(model)}) as out:
             out.extend(with_step_scores(trajs, scores, name))
@@ -294,7 +294,7 @@ def _eval_trajectories(model: Path, store: Path, target: str | None, candidates:
     from proctor.cli.errors import user_errors
     from proctor.credit.montecarlo import MCConfig
     from proctor.prm.trajectory_eval import evaluate_trajectories
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     with user_errors("prm eval"):
         _check_prm_folder(model)

@@ -16,7 +16,9 @@ from typing import Any
 
 from proctor.credit.records import LabelledStep, Record
 from proctor.credit.summary import summarize
-from proctor.trajectory import Trajectory, TrajectoryStore, dataset_to_trajectories, read_parquet
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
+from proctor.trajectory_export import dataset_to_trajectories, read_parquet
 
 TARGETS_FILE = "targets.parquet"
 SUMMARY_FILE = "summary.json"

@@ -19,7 +19,8 @@ from proctor.credit.records import LabelledStep, Record
 from proctor.credit.registry import Sources, make_config, run_method
 from proctor.credit.splits import check_no_leak, split_tasks, with_splits
 from proctor.stats import auroc
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ What proctor does to ALFWorld's text, exactly:
   the room description and "Your task is to: ..." are kept as they are, and the text after that marker is
   also reported as `info["task"]`;
 - later observations: TextWorld's feedback with the whitespace at its ends stripped ("Nothing happens." for a
-  command the game does not take, which `info["valid"]` reports as invalid);
+  command the game does not take, which the step reports as invalid, `valid=False`);
 - admissible commands: TextWorld's `admissible_commands` list as it is (order and text), from the installed
   package's grammar (see above; `grammar="game"` keeps the game file's); proctor adds, removes and rewrites
   none. `expert_command` rewrites a command only for what the handcoded expert hears, never for the game;
@@ -46,7 +46,7 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 
 TASK_TYPES: tuple[str, ...] = (
     "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
@@ -203,11 +203,11 @@ class ALFWorldEnv(TextEnv):
         obs, task = split_observation(self._state["feedback"])
         return obs, {"task": task, "task_type": task_type(task_id)}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         self._state, _, done = self._with_own_rng(self._game.step, action)
         obs = self._state["feedback"].strip()
         won = bool(self._state["won"])
-        return obs, float(won), bool(done or won), {"valid": obs != INVALID_FEEDBACK, "won": won}
+        return StepOutcome(obs, float(won), terminated=bool(done or won), won=won, valid=obs != INVALID_FEEDBACK)
 
     def _with_own_rng(self, fn: Any, *args: Any) -> Any:
         """Run `fn` with this episode's state of the global `random` (ALFWorld's handcoded expert breaks ties

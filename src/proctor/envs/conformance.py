@@ -7,53 +7,79 @@ The rules (what the rollout engine, the workers, the stores and the trainers rel
 
 1. `task_ids(split)` of the split is a non-empty list of distinct ids;
 2. `reset(task_id, seed)` returns a non-empty observation and an info dict with the task text (`info["task"]`)
-   and the standard keys (`INFO_KEYS`);
-3. `step(action)` returns (str, float, bool, dict) with the standard keys;
-4. determinism: an env built from its spec (`EnvSpec.of(env).make()`) replays the same actions from the same
+   and the first state's `admissible_actions` (a list of strings, or None);
+3. `step(action)` returns a `StepResult` of the declared types, whose `info` has a numeric `score` and repeats
+   none of the result's fields (`RESULT_FIELDS`);
+4. the step contract, on every step played: `terminated` and `truncated` are never both true; `won` implies
+   `terminated`; `done` (either of them) is `env.done`; the step that reaches `max_steps` without terminating
+   is `truncated` (an env may also truncate earlier, by its own time limit: `StepOutcome.truncated`);
+   `admissible_actions` is None once the episode is over;
+5. determinism: an env built from its spec (`EnvSpec.of(env).make()`) replays the same actions from the same
    (task, seed) to the same observations and rewards;
-5. `clone()` mid-episode is an independent copy whose next step equals the original's, and `replay` reaches
+6. `clone()` mid-episode is an independent copy whose next step equals the original's, and `replay` reaches
    the same observation;
-6. a step after the episode ended raises `EnvError` ("finished episode");
-7. the spec builds the env in a fresh process, which resets to the same first observation (what rollout
+7. a step after the episode ended raises `EnvError` ("finished episode");
+8. the spec builds the env in a fresh process, which resets to the same first observation (what rollout
    workers do; `spawn=False` skips it).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections.abc import Callable
+from numbers import Real
 from typing import Any
 
-from proctor.envs.base import EnvError, TextEnv
+from proctor.envs.base import EnvError, StepResult, TextEnv
 from proctor.envs.registry import EnvSpec
 
-#: the info keys every reset and step carries
-INFO_KEYS = ("valid", "won", "score", "truncated", "admissible_actions")
+#: the `StepResult` fields a step's `info` must not repeat (`StepResult.as_info()` puts them in one dict)
+RESULT_FIELDS = ("terminated", "truncated", "won", "valid", "admissible_actions")
 
 
 class EnvCheckError(AssertionError):
     """The env breaks one or more rules of `check_env` (the message lists them, one per line)."""
 
 
-def walk(env: TextEnv, info: dict[str, Any], n: int) -> list[str]:
-    """Up to `n` actions taken from the current state, deterministically: cycling through the admissible
-    actions (else the expert's hint, else "look")."""
-    out = []
+def walk(env: TextEnv, state: dict[str, Any], n: int, check: Callable[[Any], None] | None = None) -> list[str]:
+    """Up to `n` actions taken from the current state (`state`: its info, as reset reports it),
+    deterministically: cycling through the admissible actions (else the expert's hint, else "look"); `check` is
+    called with what each step returned, right after it."""
+    out: list[str] = []
+    adm, expert = state.get("admissible_actions"), state.get("expert_action")
     for i in range(n):
         if env.done:
             break
-        adm = info.get("admissible_actions")
-        action = adm[(3 * i + 1) % len(adm)] if adm else (info.get("expert_action") or "look")
+        action = adm[(3 * i + 1) % len(adm)] if adm else (expert or "look")
         out.append(action)
-        _, _, _, info = env.step(action)
+        result = env.step(action)
+        if check is not None:
+            check(result)
+        if not isinstance(result, StepResult):
+            break
+        adm, expert = result.admissible_actions, result.info.get("expert_action")
     return out
 
 
-def _trace(env: TextEnv, task: str, seed: int, actions: list[str]) -> list[tuple]:
-    out = [env.reset(task, seed)]
+def _observed(result: Any) -> tuple[Any, Any]:
+    """What determinism compares of a step: its observation and reward."""
+    return (result.observation, result.reward) if isinstance(result, StepResult) else (repr(result), None)
+
+
+def _compared(result: Any) -> tuple[Any, ...]:
+    """What clone equivalence compares of a step: all but the info."""
+    if not isinstance(result, StepResult):
+        return (repr(result),)
+    return (result.observation, result.reward, result.terminated, result.truncated, result.won, result.valid,
+            result.admissible_actions)
+
+
+def _trace(env: TextEnv, task: str, seed: int, actions: list[str]) -> list[tuple[Any, Any]]:
+    out = [(env.reset(task, seed)[0], None)]
     for a in actions:
         if env.done:
             break
-        out.append(env.step(a))
+        out.append(_observed(env.step(a)))
     return out
 
 
@@ -64,21 +90,68 @@ def _first_observation(spec: EnvSpec, task: str, seed: int, queue: Any) -> None:
     env.close()
 
 
+def _is_actions(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(a, str) for a in value))
+
+
 class _Checker:
     def __init__(self, env: TextEnv, split: str, seed: int, n_actions: int):
         self.env, self.split, self.seed, self.n_actions = env, split, seed, n_actions
         self.problems: list[str] = []
+        self.not_a_result = False  # a step returned something else: the later rules cannot be read
 
     def fail(self, rule: str, message: str) -> None:
-        self.problems.append(f"{type(self.env).__name__} ({self.env.name!r}): {rule}: {message}")
+        line = f"{type(self.env).__name__} ({self.env.name!r}): {rule}: {message}"
+        if line not in self.problems:  # a rule broken on many steps is reported once
+            self.problems.append(line)
 
-    def keys(self, rule: str, info: Any) -> None:
+    def reset_info(self, info: Any) -> None:
         if not isinstance(info, dict):
-            self.fail(rule, f"info is a {type(info).__name__}, not a dict")
+            self.fail("reset", f"info is a {type(info).__name__}, not a dict")
             return
-        missing = [k for k in INFO_KEYS if k not in info]
-        if missing:
-            self.fail(rule, f"info lacks {', '.join(missing)}")
+        if "admissible_actions" not in info:
+            self.fail("reset", "info lacks admissible_actions (the first state's, or None)")
+        elif not _is_actions(info["admissible_actions"]):
+            self.fail("reset", "info['admissible_actions'] is neither a list of strings nor None")
+
+    def contract(self, result: Any) -> None:
+        """Rules 3 and 4 for what a step returned, called right after the step."""
+        env = self.env
+        if not isinstance(result, StepResult):
+            self.fail("step", f"returned a {type(result).__name__}, not a StepResult")
+            self.not_a_result = True
+            return
+        flags = {"terminated": result.terminated, "truncated": result.truncated, "won": result.won,
+                 "valid": result.valid}
+        wrong = [name for name, ok in (
+            ("observation", isinstance(result.observation, str)),
+            ("reward", isinstance(result.reward, float)),
+            *((name, isinstance(v, bool)) for name, v in flags.items()),
+            ("admissible_actions", _is_actions(result.admissible_actions)),
+            ("info", isinstance(result.info, dict)),
+        ) if not ok]
+        if wrong:
+            self.fail("step", f"the result's {', '.join(wrong)} of the wrong type (declared: str observation, "
+                      "float reward, bool flags, admissible_actions a list of strings or None, dict info)")
+        if isinstance(result.info, dict):
+            score = result.info.get("score")
+            if not isinstance(score, Real) or isinstance(score, bool):
+                self.fail("step", "info['score'] is missing or not a number")
+            repeated = [k for k in RESULT_FIELDS if k in result.info]
+            if repeated:
+                self.fail("step", f"info repeats the result's field(s) {', '.join(repeated)}")
+        if result.terminated and result.truncated:
+            self.fail("terminated/truncated", "a step is both terminated and truncated")
+        if result.won and not result.terminated:
+            self.fail("won", "a step is won but not terminated (a win ends the episode)")
+        if result.done != env.done:
+            self.fail("done", f"the result's done (terminated or truncated) is {result.done}, env.done is "
+                      f"{env.done}")
+        if len(env.actions) >= env.max_steps and not (result.terminated or result.truncated):
+            self.fail("max_steps", f"the step that reaches max_steps ({env.max_steps}) without terminating is not "
+                      "truncated")
+        if result.done and result.admissible_actions is not None:
+            self.fail("admissible_actions", "admissible_actions is not None after the episode ended")
 
     def run(self, spawn: bool) -> None:
         env = self.env
@@ -93,18 +166,13 @@ class _Checker:
             self.fail("reset", "the first observation is not a non-empty string")
         if not (isinstance(info, dict) and isinstance(info.get("task"), str) and info["task"]):
             self.fail("reset", "info['task'] (the task text) is missing or empty")
-        self.keys("reset", info)
-        actions = walk(env, info if isinstance(info, dict) else {}, self.n_actions)
+        self.reset_info(info)
+        actions = walk(env, info if isinstance(info, dict) else {}, self.n_actions, self.contract)
+        if self.not_a_result:
+            return
         if not actions:
             self.fail("step", "the episode ended before any action")
             return
-        env.reset(task, self.seed)
-        step = env.step(actions[0])
-        types = (str, float, bool, dict)
-        if len(step) != 4 or not all(isinstance(x, t) for x, t in zip(step, types, strict=False)):
-            self.fail("step", f"returned {tuple(type(x).__name__ for x in step)}, not (str, float, bool, dict)")
-        else:
-            self.keys("step", step[3])
         try:
             twin = EnvSpec.of(env).make()
         except Exception as e:  # noqa: BLE001 - reported as the rule's failure
@@ -138,7 +206,7 @@ class _Checker:
             if clone.actions != env.actions or clone.task_id != env.task_id:
                 self.fail("clone", "the clone's actions or task id differ from the original's")
             follow = walk(env.clone(), {"admissible_actions": env.admissible_actions()}, 1) or ["look"]
-            if clone.step(follow[0])[:3] != env.step(follow[0])[:3]:
+            if _compared(clone.step(follow[0])) != _compared(env.step(follow[0])):
                 self.fail("clone", f"the clone's step {follow[0]!r} differs from the original's")
             if twin.replay(task, self.seed, env.actions)[0] != clone.replay(task, self.seed, env.actions)[0]:
                 self.fail("replay", "replaying the same actions gives different observations")
@@ -152,7 +220,7 @@ class _Checker:
             if env.done:
                 break
             adm = env.admissible_actions()
-            env.step(adm[0] if adm else "look")
+            self.contract(env.step(adm[0] if adm else "look"))
         if not env.done:
             self.fail("max_steps", "the episode did not end within 10,000 steps")
             return

@@ -31,7 +31,7 @@ import jericho
 # not `from jericho import util`: jericho's `from ctypes import *` can shadow that attribute with ctypes.util
 jutil = importlib.import_module("jericho.util")
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 from proctor.envs.gold_path import next_on_path
 
 TASK_ID = "detective"
@@ -148,16 +148,16 @@ class DetectiveEnv(TextEnv):
         return self._observe(reply), {"task": TASK_TEXT, "score": self._score / self.max_score,
                                       "raw_score": self._score}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         if self._score is None:
             raise EnvError("detective: step() before reset()")
         command = action.split("\n")[0].strip()
         reply, reward, over, info = self.game.step(command)
         self._score = info["score"]
         won = self._score >= self.max_score
-        return self._observe(reply), float(reward), bool(over or won), {
-            "valid": jutil.recognized(jutil.clean(reply)), "won": won, "score": self._score / self.max_score,
-            "raw_score": self._score}
+        return StepOutcome(self._observe(reply), float(reward), terminated=bool(over or won), won=won,
+                           valid=jutil.recognized(jutil.clean(reply)),
+                           info={"score": self._score / self.max_score, "raw_score": self._score})
 
     def admissible_actions(self) -> list[str]:
         return list(self._valid)

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import scienceworld
 from scienceworld.constants import ID2TASK
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 from proctor.envs.gold_path import next_on_path
 
 #: the package's variation lists behind proctor's splits
@@ -168,7 +168,7 @@ class ScienceWorldEnv(TextEnv):
     def _read_score(self) -> int:
         return round(100 * self.sim.server.getScore())
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         if self._loaded is None:
             raise EnvError("scienceworld: step() before reset()")
         obs = self.sim.server.step(action)
@@ -178,8 +178,8 @@ class ScienceWorldEnv(TextEnv):
         won = raw >= 100
         done = won or raw < 0 or bool(self.sim.server.getCompleted())
         valid = not obs.startswith(INVALID_FEEDBACK)
-        info = {"valid": valid, "won": won, "raw_score": raw, "score": normalized_score(raw)}
-        return obs, reward, done, info
+        return StepOutcome(obs, reward, terminated=done, won=won, valid=valid,
+                           info={"raw_score": raw, "score": normalized_score(raw)})
 
     def admissible_actions(self) -> list[str] | None:
         if not self.list_actions:

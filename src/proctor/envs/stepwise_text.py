@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 from proctor.envs.registry import register
 
 INSTRUCTIONS = "Solve the problem step by step, one step per reply, and end with \"The answer is <answer>\"."
@@ -122,12 +122,12 @@ class StepwiseTextEnv(TextEnv):
         self.row = self.rows[task_id]
         return f"{self.row['problem']}\n\n{INSTRUCTIONS}", {"task": self.row["problem"]}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         if self.row is None:
             raise EnvError("stepwise: step() before reset()")
         answer = final_answer(action, self.pattern)
         if answer is None:
-            return "", 0.0, False, {"won": False}
+            return StepOutcome("", 0.0, terminated=False)
         known = self.row["answer"] is not None
         won = known and normalise_answer(answer) == normalise_answer(self.row["answer"])
-        return "", float(won), True, {"won": won, "answer": answer, "answer_known": known}
+        return StepOutcome("", float(won), terminated=True, won=won, info={"answer": answer, "answer_known": known})

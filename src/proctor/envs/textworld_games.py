@@ -39,7 +39,7 @@ from filelock import FileLock
 from rich.progress import track
 from textworld.generator.data import KnowledgeBase
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 
 SEED_KEYS: tuple[str, ...] = ("map", "objects", "quest", "grammar")
 _PROMPT_LINE = re.compile(r"\n>[^\n]*\Z")  # Inform's prompt, followed by the status line (room, score/moves)
@@ -233,16 +233,16 @@ class TextWorldEnv(TextEnv):
         return clean_feedback(self._state["feedback"]), {"task": self._state["objective"],
                                                          "max_points": self._state["max_score"]}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         valid = normalize_command(action) in {normalize_command(c) for c in self._admissible}
         before = self._state["score"] or 0
         self._state, _, done = self._game.step(action)
         self._admissible = list(self._state["admissible_commands"])
         points, max_points = self._state["score"] or 0, self._state["max_score"]
         won, lost = bool(self._state["won"]), bool(self._state["lost"])
-        info = {"valid": valid, "won": won, "lost": lost, "points": points,
-                "score": points / max_points if max_points else float(won)}
-        return clean_feedback(self._state["feedback"]), float(points - before), bool(done or won or lost), info
+        info = {"lost": lost, "points": points, "score": points / max_points if max_points else float(won)}
+        return StepOutcome(clean_feedback(self._state["feedback"]), float(points - before),
+                           terminated=bool(done or won or lost), won=won, valid=valid, info=info)
 
     def admissible_actions(self) -> list[str]:
         return list(self._admissible)

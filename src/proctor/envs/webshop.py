@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 from proctor.envs.shop.env import goal_index, split_ranges
 from proctor.envs.shop.flow import transition
 from proctor.envs.shop.pages import SCORE_LABEL, Element, Session, clickables, parse_html, to_text
@@ -95,18 +95,18 @@ class WebShopHTTPEnv(TextEnv):
         task = texts[texts.index("Instruction:") + 1]
         return to_text(self.elements), {"task": task, "page": "init"}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         nxt = transition(self.session, action, self.elements)
         if nxt is None:
-            return to_text(self.elements), 0.0, False, {"valid": False, "won": False, "page": self.session.page}
+            return StepOutcome(to_text(self.elements), 0.0, terminated=False, valid=False,
+                               info={"page": self.session.page})
         self.elements = self._fetch(nxt)
         self.session = nxt
-        info: dict[str, Any] = {"valid": True, "won": False, "page": nxt.page}
         if nxt.page != "end":
-            return to_text(self.elements), 0.0, False, info
+            return StepOutcome(to_text(self.elements), 0.0, terminated=False, info={"page": nxt.page})
         score = read_score(self.elements)
-        info.update(won=score >= 1.0, score=score)
-        return to_text(self.elements), score, True, info
+        return StepOutcome(to_text(self.elements), score, terminated=True, won=score >= 1.0,
+                           info={"page": nxt.page, "score": score})
 
     def admissible_actions(self) -> list[str]:
         """The page's clickables; on the search page any search[...] is valid (the task text is offered)."""

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from proctor.evaluation.summary import SUMMARY_KIND
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 SWEEP_KIND = "proctor.eval_sweep"
 

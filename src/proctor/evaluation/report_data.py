@@ -13,7 +13,8 @@ from typing import Any
 from proctor.evaluation.loading import SWEEP_KIND, is_eval_summary, load_run, read_json
 from proctor.evaluation.metrics import auroc, calibration_bins, where_it_went_wrong
 from proctor.evaluation.summary import NO_TYPE, eval_summary, step_score
-from proctor.trajectory import STORE_FORMAT, Trajectory, TrajectoryStore
+from proctor.store import STORE_FORMAT, TrajectoryStore
+from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 

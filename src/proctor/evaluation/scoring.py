@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from proctor.progress import StageProgress
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.envs.base import TextEnv
+from proctor.envs.base import StepResult, TextEnv
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.prompts.turns import Candidate
 from proctor.trajectory import Termination, Trajectory
@@ -51,11 +51,11 @@ def start_episode(env: TextEnv, task_id: str, seed: int | None = None, *, run_se
     return Episode.begin(env.name, WorkItem(task_id, 0, seed), obs, info)
 
 
-def step_episode(env: TextEnv, episode: Episode, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+def step_episode(env: TextEnv, episode: Episode, action: str) -> StepResult:
     """`env.step(action)`, recorded as the episode's next step; returns what the env returned."""
-    obs, reward, done, info = env.step(action)
-    episode.record(Candidate(action=action), obs, reward, done, info)
-    return obs, reward, done, info
+    result = env.step(action)
+    episode.record(Candidate(action=action), result)
+    return result
 
 
 def finish_episode(env: TextEnv, episode: Episode, *, split: str, agent: str, run_seed: int) -> Trajectory:

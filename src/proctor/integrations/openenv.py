@@ -285,7 +285,8 @@ class ProctorEnvironment(Environment[ProctorAction, ProctorObservation, ProctorS
             raise GuardError(409, f"the episode is over ({end_reason(episode.info, env.max_steps)} after "
                                   f"{len(episode.steps)} steps): call reset to start another", "episode_over")
         with internal_errors("step"):
-            _, reward, done, _ = step_episode(env, episode, command)
+            result = step_episode(env, episode, command)
+        reward, done = result.reward, result.done
         q = None
         if self._service.prm is not None:
             traj = finish_episode(env, episode, split=self._split, agent="openenv", run_seed=cfg.run_seed)

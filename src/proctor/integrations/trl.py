@@ -236,10 +236,11 @@ class ProctorTRLEnv:
             raise RuntimeError("act() before reset(): no episode is running")
         if self._env.done:
             raise ValueError("the episode is over: reply without calling act")
-        obs, _, done, info = step_episode(self._env, episode, str(command).strip())
-        if not done:
-            return obs + self._admissible_text(info, "")
-        return f"{obs}\n\n[Episode over: {end_reason(info, self._env.max_steps)}. Do not call act again.]"
+        result = step_episode(self._env, episode, str(command).strip())
+        if not result.done:
+            return result.observation + self._admissible_text(episode.info, "")
+        return (f"{result.observation}\n\n[Episode over: {end_reason(episode.info, self._env.max_steps)}. "
+                "Do not call act again.]")
 
     def get_reward(self) -> float:
         """The episode's reward (module docstring); finishes the episode (an env still running counts as a

@@ -45,7 +45,7 @@ def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, An
     from proctor.credit.candidates import candidate_q
     from proctor.credit.montecarlo import MCConfig
     from proctor.rollout import RolloutConfig, run_rollout
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     episodes = TrajectoryStore.open(scored_store).load()
     rcfg = RolloutConfig(env=env, env_kwargs=env_kwargs, agent=agent, out=out, tasks=cfg.states, batch=cfg.batch,

@@ -10,9 +10,9 @@ Importers, each a pure function of parsed JSON records (errors name the source a
 - `from_math_shepherd`: Math-Shepherd records `{"input": "... ки ...", "label": "... + ... - ..."}`.
 - `from_prm800k`: PRM800K phase-1/2 records (`question.problem`, `label.steps[*].completions[*].rating`).
 - `from_processbench`: ProcessBench records (`steps`, `label` = index of the first wrong step, -1 if none).
-- `from_trajectories`: agent trajectories whose `Step.targets` were filled by `proctor targets`, rendered
-  with the shared prompt renderer (`proctor.prompts.render`): the trajectory as chat messages, each
-  assistant action followed by the step marker, through the tokenizer's chat template.
+
+`load_examples` reads a file in any of these formats, `read_for_scoring` one to score (labels optional).
+Agent trajectories become stepwise examples in `proctor.prm.rendering`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from proctor.prompts.render import PromptConfig, format_action, prefix_at, render_messages
-from proctor.prompts.turns import Prefix
-from proctor.trajectory import Trajectory
 
 
 class DataError(ValueError):
@@ -313,117 +309,3 @@ def read_for_scoring(path: str | Path, fmt: str = "stepwise") -> list[StepwiseEx
     if fmt == "processbench":
         return _with_rows(read_processbench(path, through_first_error=False), path)
     return load_examples(path, fmt)
-
-
-def with_step_scores(trajs: Sequence[Trajectory], scores: Sequence[Sequence[float]], name: str
-                     ) -> list[Trajectory]:
-    """New trajectories with `Step.scores[name]` = each step's score (`targets --write-back`'s counterpart)."""
-    out = []
-    for traj, row in zip(trajs, scores, strict=True):
-        if len(row) != len(traj.steps):
-            raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(row)} scores")
-        steps = [s.model_copy(update={"scores": {**s.scores, name: float(v)}}) for s, v in zip(traj.steps, row,
-                                                                                             strict=True)]
-        out.append(traj.model_copy(update={"steps": steps}))
-    return out
-
-
-def _marked_chat(
-    tokenizer: Any, prefix: Prefix, cfg: PromptConfig, marker: str, generation_prompt: bool
-) -> str:
-    messages = render_messages(prefix, cfg)
-    for m in messages:
-        if m["role"] == "assistant":
-            m["content"] += marker
-    if not getattr(tokenizer, "chat_template", None):
-        raise DataError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no chat template")
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
-
-
-#: how a PRM sees a trajectory: the whole history, and no admissible-action lists (the renderer shows them
-#: only in the current turn, so with them a prefix's text would not be a prefix of the trajectory's text)
-PRM_PROMPT = PromptConfig(history=None, show_admissible=False)
-
-
-def check_prm_prompt(cfg: PromptConfig) -> None:
-    if cfg.history is not None:
-        raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
-    if cfg.show_admissible:
-        raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with "
-                        "show_admissible=False (admissible actions are shown only in the current turn)")
-
-
-def render_trajectory(
-    tokenizer: Any,
-    traj: Trajectory,
-    labels: Sequence[float | None],
-    cfg: PromptConfig | None = None,
-    marker: str = "<|step|>",
-) -> StepwiseExample:
-    """A trajectory as one stepwise example: the chat text up to the first action is the prompt, and step
-    k is the text from the end of step k−1's marker through action k (the observations in between
-    included), so `prompt + Σ (step + marker)` is the chat-template text of the whole trajectory."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
-    if not traj.steps:
-        raise DataError(f"trajectory {traj.id}: has no steps")
-    if len(labels) != len(traj.steps):
-        raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
-    last = len(traj.steps) - 1
-    full = _marked_chat(tokenizer, prefix_at(traj, last), cfg, marker, generation_prompt=True)
-    full += format_action(traj.steps[last], None, cfg) + marker
-    pieces = full.split(marker)
-    if len(pieces) != len(traj.steps) + 1:
-        raise DataError(f"trajectory {traj.id}: the step marker {marker!r} occurs inside its text")
-    prompt = _marked_chat(tokenizer, prefix_at(traj, 0), cfg, marker, generation_prompt=True)
-    if not pieces[0].startswith(prompt):
-        raise DataError("the chat template does not render the first prompt as a prefix of the trajectory")
-    completions = [pieces[0][len(prompt) :], *pieces[1:-1]]
-    return StepwiseExample(
-        prompt=prompt,
-        completions=completions,
-        labels=list(labels),
-        id=traj.id,
-        outcome=traj.score,
-        meta={"env": traj.env, "task_id": traj.task_id},
-    )
-
-
-def render_candidates(
-    tokenizer: Any,
-    prefix: Prefix,
-    actions: Sequence[str],
-    cfg: PromptConfig | None = None,
-    marker: str = "<|step|>",
-) -> tuple[str, list[str]]:
-    """The shared text of a state (history with its markers, ending with the assistant prompt) and, per
-    candidate action, the suffix `formatted action + marker`: prefix + suffix is exactly the text
-    `render_trajectory` gives a trajectory that took that action."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
-    shared = _marked_chat(tokenizer, prefix, cfg, marker, generation_prompt=True)
-    return shared, [format_action(a, None, cfg) + marker for a in actions]
-
-
-def from_trajectories(
-    tokenizer: Any,
-    trajs: Iterable[Trajectory],
-    target: str,
-    cfg: PromptConfig | None = None,
-    marker: str = "<|step|>",
-    allow_missing: bool = False,
-) -> list[StepwiseExample]:
-    """Training examples from trajectories whose steps hold `Step.targets[target]` (from `proctor targets`).
-    A step without that target is an error unless `allow_missing` (then it is scored, not supervised)."""
-    out = []
-    for traj in trajs:
-        labels: list[float | None] = []
-        for t, step in enumerate(traj.steps):
-            if target not in step.targets and not allow_missing:
-                raise DataError(
-                    f"trajectory {traj.id} step {t}: no target {target!r} "
-                    f"(has {sorted(step.targets)}); run `proctor targets` first"
-                )
-            labels.append(step.targets.get(target))
-        out.append(render_trajectory(tokenizer, traj, labels, cfg, marker))
-    return out

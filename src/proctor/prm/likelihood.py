@@ -50,9 +50,10 @@ from proctor.prm.model import CheckpointingWrapper, ProcessRewardModel
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
+from proctor.store import TrajectoryStore
 from proctor.training.config import OptimizationConfig
 from proctor.training.precision import inference_dtype, resolve_device
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.trajectory import Trajectory
 
 LIKELIHOOD_FILE = "likelihood_prm.json"
 KIND = "proctor.likelihood_prm"

@@ -23,14 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from proctor.prm.data import (
-    PRM_PROMPT,
-    DataError,
-    StepwiseExample,
-    check_prm_prompt,
-    read_json_records,
-    render_trajectory,
-)
+from proctor.prm.data import DataError, StepwiseExample, read_json_records
+from proctor.prm.rendering import PRM_PROMPT, check_prm_prompt, render_trajectory
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
 from proctor.trajectory import Trajectory
 

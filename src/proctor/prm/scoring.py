@@ -26,8 +26,9 @@ from typing import Any
 import torch
 
 from proctor.models.loading import move_model
-from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
+from proctor.prm.data import StepwiseExample
 from proctor.prm.model import ProcessRewardModel
+from proctor.prm.rendering import render_candidates, render_trajectory
 from proctor.prm.tokenize import collate
 from proctor.prompts.render import PromptConfig
 from proctor.prompts.turns import Prefix

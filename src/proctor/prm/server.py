@@ -30,7 +30,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proctor.prm.batching import GroupBatcher
-from proctor.prm.data import StepwiseExample, render_candidates, render_trajectory
+from proctor.prm.data import StepwiseExample
+from proctor.prm.rendering import render_candidates, render_trajectory
 from proctor.prm.scoring import PRMScorer, ScoringError
 from proctor.prompts.turns import Prefix
 from proctor.serving.guards import (

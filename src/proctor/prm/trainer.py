@@ -17,7 +17,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from proctor.prm.config import PRMTrainConfig
-from proctor.prm.data import DataError, StepwiseExample, from_trajectories, load_examples, row_name
+from proctor.prm.data import DataError, StepwiseExample, load_examples, row_name
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.objectives import objective
 from proctor.prm.records import (
@@ -28,6 +28,7 @@ from proctor.prm.records import (
     read_targets,
     trajectory_rows,
 )
+from proctor.prm.rendering import from_trajectories
 from proctor.prm.tokenize import PRMCollator, TokenizationError
 from proctor.training.distributed import world_size
 from proctor.training.policy import saving_state_dict
@@ -124,7 +125,7 @@ def read_data(cfg: PRMTrainConfig, path: str) -> Any:
         return rows, load_trajectory_index(data.trajectories)
     if data.format != "trajectories":
         return load_examples(path, data.format)
-    from proctor.trajectory import TrajectoryStore
+    from proctor.store import TrajectoryStore
 
     trajs = TrajectoryStore.open(path).load()
     if data.target and not data.allow_missing_targets:

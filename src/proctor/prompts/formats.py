@@ -49,6 +49,23 @@ LIST_INSTRUCTIONS: dict[str, str] = {
     "xml": "Reply as <think>your reasoning</think> then <action>exactly one action from the list</action>.",
 }
 
+#: where generation stops for each format unless an agent sets `stop`: the end of the action (a one-line action
+#: ends at its newline; the two-line formats at a blank line; xml at its closing tag). The stop string is cut
+#: from the text, which the parsers read the same way.
+DEFAULT_STOPS: dict[str, tuple[str, ...]] = {
+    "plain": ("\n",),
+    "reason_action": ("\n\n",),
+    "thought_action": ("\n\n",),
+    "xml": ("</action>",),
+}
+
+
+def stop_strings(fmt: str, stop: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The stop strings an agent uses: `stop` when given (`[]`: none), else the format's `DEFAULT_STOPS`."""
+    check_format(fmt)
+    return list(DEFAULT_STOPS[fmt] if stop is None else stop)
+
+
 _XML_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _XML_ACTION_OPEN = re.compile(r"<action>(.*)", re.DOTALL | re.IGNORECASE)
 _XML_THINK = re.compile(r"<think>(.*?)(?:</think>|<action>|$)", re.DOTALL | re.IGNORECASE)

@@ -52,12 +52,12 @@ from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
 from proctor.rl.served_policy import GenerationConfig
 from proctor.stats import best_of_n_probabilities
+from proctor.store import TrajectoryStore
 from proctor.training.config import OptimizationConfig
 from proctor.training.distributed import barrier, fresh_output_dir, is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit
 from proctor.training.policy import save_trained
 from proctor.training.precision import resolve_device, weights_dtype
-from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "metrics.json"
 

@@ -58,11 +58,12 @@ from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import CandidatePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
 from proctor.rl.served_policy import stop_generation_server
+from proctor.store import TrajectoryStore
 from proctor.training.distributed import is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit, shuffled, shuffled_batches
 from proctor.training.policy import save_trained
 from proctor.training.precision import autocast
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from pydantic import Field
 
 from proctor.prompts.render import PromptConfig
 from proctor.rl.sft_data import Example, build_examples, length_grouped_batches
+from proctor.store import TrajectoryStore
 from proctor.training.config import OptimizationConfig
-from proctor.trajectory import TrajectoryStore
 
 METRICS_FILE = "sft.json"
 

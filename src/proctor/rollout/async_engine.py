@@ -36,7 +36,8 @@ from proctor.episode import Episode, WorkItem, termination_of
 from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
-from proctor.trajectory import Termination, Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Termination, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +183,10 @@ class AsyncRunner:
             ep.env_s += reply.seconds
             if not reply.ok:
                 return self._finish(slot, ep, "env_error", reply.error)
-            obs, reward, done, info = reply.value
-            ep.record(candidate, obs, reward, done, info)
-            if done:
-                return self._finish(slot, ep, termination_of(info))
+            result = reply.value  # a StepResult
+            ep.record(candidate, result)
+            if result.done:
+                return self._finish(slot, ep, termination_of(ep.info))
 
     def _act(self, ep: Episode) -> Candidate:
         candidates = self.agent.act([ep.prefix()], 1)

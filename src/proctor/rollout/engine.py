@@ -34,7 +34,7 @@ from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 
@@ -284,10 +284,10 @@ class _Runner:
             if not reply.ok:
                 self._finish(s, ep, "env_error", reply.error)
                 continue
-            obs, reward, done, info = reply.value
-            ep.record(chosen[s], obs, reward, done, info)
-            if done:
-                self._finish(s, ep, termination_of(info))
+            result = reply.value  # a StepResult
+            ep.record(chosen[s], result)
+            if result.done:
+                self._finish(s, ep, termination_of(ep.info))
 
     def _finish(self, slot: int, ep: Episode, termination: str, error: str | None = None) -> None:
         self.active.pop(slot, None)

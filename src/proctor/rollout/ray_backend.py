@@ -14,7 +14,8 @@ from typing import Any
 
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
-from proctor.rollout.workers import STARTUP_TIMEOUT_S, EnvOp, HostedEnvPool, Reply, close_envs, run_op
+from proctor.rollout.env_ops import STARTUP_TIMEOUT_S, EnvOp, Reply, close_envs, run_op
+from proctor.rollout.pools import HostedEnvPool
 
 
 def _import_ray():

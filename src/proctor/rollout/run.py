@@ -12,7 +12,7 @@ from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
 from proctor.rollout.starts import completion_items
 from proctor.rollout.summary import RolloutSummary, summarize
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """`SlotEnvs`: env slots that many threads use at once, each op answered on its own (the async engine's pool).
 
-The lockstep pools (`proctor.rollout.workers`) queue ops for many slots and answer them all in one
+The lockstep pools (`proctor.rollout.pools`) queue ops for many slots and answer them all in one
 `collect()`, so a slot waits for the slowest op of its batch. Here every slot has its own way in:
 
 - `workers=0`: one `InProcessEnvPool` per slot; only the slot's own thread touches it.
@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 
 from proctor.envs.registry import EnvSpec
-from proctor.rollout.pools import make_pool
-from proctor.rollout.workers import EnvPool, InProcessEnvPool, Reply
+from proctor.rollout.env_ops import Reply
+from proctor.rollout.pools import EnvPool, InProcessEnvPool, make_pool
 
 
 class SlotEnvs:

@@ -27,7 +27,7 @@ from proctor.episode import WorkItem
 from proctor.prm.protocol import StepScorer
 from proctor.rollout.engine import open_store, plan
 from proctor.search.scorer import check_prm_folder, load_scorer
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 
 class SearchSpec(BaseModel):

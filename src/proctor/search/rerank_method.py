@@ -19,7 +19,8 @@ from proctor.search.aggregate import Aggregation
 from proctor.search.budget import Budget, trajectory_budget
 from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
 from proctor.search.rerank import AnswerKey, rerank
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 #: where attempts rolled out by the method are stored, inside the output store's folder
 ATTEMPTS_DIR = "attempts"

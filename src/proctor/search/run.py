@@ -15,7 +15,7 @@ from proctor.rollout.config import check_tasks
 from proctor.rollout.run import select_tasks
 from proctor.rollout.summary import RolloutSummary, summarize
 from proctor.search.registry import SearchConfig, SearchJob, get_search
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 
 class SearchRunConfig(BaseModel):

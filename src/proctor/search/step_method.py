@@ -12,7 +12,8 @@ from proctor.rollout.engine import rollout
 from proctor.search.best_of_n import BestOfNAgent
 from proctor.search.budget import trajectory_budget
 from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
-from proctor.trajectory import Trajectory, TrajectoryStore
+from proctor.store import TrajectoryStore
+from proctor.trajectory import Trajectory
 
 
 class BudgetStore(TrajectoryStore):

@@ -38,13 +38,12 @@ from proctor.envs.registry import EnvSpec, entries
 from proctor.episode import Episode, WorkItem, termination_of
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
-from proctor.rollout.pools import make_pool
-from proctor.rollout.workers import HostedEnvPool
+from proctor.rollout.pools import HostedEnvPool, make_pool
 from proctor.search.aggregate import Aggregation, aggregate
 from proctor.search.best_of_n import Merged, chosen, merge_candidates
 from proctor.search.budget import Budget
 from proctor.seeding import stable_seed
-from proctor.trajectory import TrajectoryStore
+from proctor.store import TrajectoryStore
 
 log = logging.getLogger(__name__)
 
@@ -290,12 +289,12 @@ class TreeSearch:
                 continue
             episode = dataclasses.replace(c.parent.episode, steps=list(c.parent.episode.steps))
             episode.env_s += reply.seconds
-            obs, reward, done, info = reply.value
+            result = reply.value  # a StepResult
             cand = chosen(c.merged, c.siblings, aggregate=c.value)
-            episode.record(cand, obs, reward, done, info)
+            episode.record(cand, result)
             c.node = Node(c.slot, episode, [*c.parent.scores, c.merged.score], c.value, c.order, c.parent.group)
-            if done:
-                c.node.termination = termination_of(info)
+            if result.done:
+                c.node.termination = termination_of(episode.info)
                 self._release(s, c.slot)
                 c.node.slot = None
 

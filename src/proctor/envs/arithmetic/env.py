@@ -1,10 +1,10 @@
 """`ArithmeticEnv`: multi-step word problems solved one step per action, with exact per-step labels.
 
 Each action is one solution line ("48 / 2 = 24"); "Answer: 24" ends the episode with reward 1 if the
-number is the answer, else 0 (earlier steps get reward 0). Every step's info carries its ground-truth label
+number is the answer, else 0 (earlier steps get reward 0). Every step carries its ground-truth label
 (grammar and rules: `checker.py`), so a PRM's step accuracy can be measured exactly:
 
-    info["valid"]         the line parses as an equation or an answer (format validity)
+    valid                 the line parses as an equation or an answer (format validity; `StepResult.valid`)
     info["step_correct"]  the step is right and follows from the problem (or earlier correct steps)
     info["step_error"]    None, or the error kind: format, unknown_quantity, arithmetic, builds_on_error,
                           wrong_operation, off_path, wrong_answer
@@ -29,7 +29,7 @@ from proctor.envs.arithmetic.checker import __doc__ as STEP_GRAMMAR
 from proctor.envs.arithmetic.experts import next_line
 from proctor.envs.arithmetic.expr import Number, Op, leaves, post_order, valid_values
 from proctor.envs.arithmetic.problems import Problem, generate
-from proctor.envs.base import SPLITS, EnvError, TextEnv
+from proctor.envs.base import SPLITS, EnvError, StepOutcome, TextEnv
 from proctor.envs.registry import register
 
 DEFAULT_NUM_TASKS: dict[str, int] = {"train": 5000, "valid": 500, "test": 500}
@@ -97,20 +97,18 @@ class ArithmeticEnv(TextEnv):
         problem = self.data.problem
         return f"{problem.text}\n\n{INSTRUCTIONS}", {"task": problem.text, "family": problem.family}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         step = parse_step(action)
         if step is None:
-            info = {"valid": False, "won": False, "step_correct": False, "step_error": "format"}
-            return INVALID_STEP, 0.0, False, info
+            return StepOutcome(INVALID_STEP, 0.0, terminated=False, valid=False,
+                               info={"step_correct": False, "step_error": "format"})
         data = self._data()
         label = label_step(step, data.quantities, data.valid, data.problem.expr.result, self.earlier)
-        info = {"valid": True, "step_correct": label.correct, "step_error": label.error}
+        info = {"step_correct": label.correct, "step_error": label.error}
         if step.is_answer:
-            info["won"] = label.correct
-            return "", float(label.correct), True, info
+            return StepOutcome("", float(label.correct), terminated=True, won=label.correct, info=info)
         self.earlier.append(Earlier(step.value, label.correct))
-        info["won"] = False
-        return "", 0.0, False, info
+        return StepOutcome("", 0.0, terminated=False, info=info)
 
     def expert_action(self) -> str | None:
         """The next step of the reference solution not yet computed by a correct step, else the answer."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from proctor.envs.base import SPLITS, TextEnv
+from proctor.envs.base import SPLITS, StepOutcome, TextEnv
 from proctor.envs.household.expert import oracle_action
 from proctor.envs.household.grammar import NOTHING, listing, parse_command
 from proctor.envs.household.presets import DEFAULT_PRESET, get_preset
@@ -73,15 +73,15 @@ class HouseholdEnv(TextEnv):
         )
         return obs, {"task": text, "task_type": spec.kind}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         w = self.world
         assert w is not None and self.spec_task is not None
         parsed = parse_command(action)
         obs = None if parsed is None else getattr(self, f"_do_{parsed[0]}")(w, *parsed[1])
         if obs is None:
-            return NOTHING, 0.0, False, {"valid": False, "won": False}
+            return StepOutcome(NOTHING, 0.0, terminated=False, valid=False)
         won = goal_reached(self.spec_task, w)
-        return obs, (1.0 if won else 0.0), won, {"valid": True, "won": won}
+        return StepOutcome(obs, 1.0 if won else 0.0, terminated=won, won=won)
 
     def _describe(self, w: World, r: str) -> str:
         if w.openable(r):

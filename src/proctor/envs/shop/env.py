@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proctor.envs.base import SPLITS, TextEnv
+from proctor.envs.base import SPLITS, StepOutcome, TextEnv
 from proctor.envs.registry import register
 from proctor.envs.shop.catalog import Goal, make_catalog, make_goal
 from proctor.envs.shop.flow import transition
@@ -100,11 +100,12 @@ class ShopEnv(TextEnv):
         self.elements = self.world.page(self.goal, self.session)
         return to_text(self.elements), {"task": self.goal.instruction, "page": "init"}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         assert self.goal is not None
         nxt = transition(self.session, action, self.elements)
         if nxt is None:
-            return to_text(self.elements), 0.0, False, {"valid": False, "won": False, "page": self.session.page}
+            return StepOutcome(to_text(self.elements), 0.0, terminated=False, valid=False,
+                               info={"page": self.session.page})
         if nxt.page == "end":
             from proctor.envs.shop.reward import shop_reward
 
@@ -112,10 +113,11 @@ class ShopEnv(TextEnv):
         self.session = nxt
         self.elements = self.world.page(self.goal, nxt)
         done = nxt.page == "end"
-        info = {"valid": True, "won": done and nxt.reward >= 1.0, "page": nxt.page}
+        info: dict[str, Any] = {"page": nxt.page}
         if done:
             info["score"] = nxt.reward
-        return to_text(self.elements), (nxt.reward if done else 0.0), done, info
+        return StepOutcome(to_text(self.elements), nxt.reward if done else 0.0, terminated=done,
+                           won=done and nxt.reward >= 1.0, info=info)
 
     def admissible_actions(self) -> list[str]:
         """On the search page any `search[...]` is valid; the list offers the instruction as the query."""

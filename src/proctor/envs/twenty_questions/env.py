@@ -18,7 +18,7 @@ import re
 from functools import cache
 from typing import Any, ClassVar
 
-from proctor.envs.base import SPLITS, TextEnv
+from proctor.envs.base import SPLITS, StepOutcome, TextEnv
 from proctor.envs.registry import register
 from proctor.envs.twenty_questions.expert import best_question, consistent_candidates
 from proctor.envs.twenty_questions.knowledge import KBObject, load_objects
@@ -90,7 +90,7 @@ class TwentyQuestionsEnv(TextEnv):
         self.dialogue = []
         return OPENING.format(turns=self.max_steps), {"task": TASK}
 
-    def _step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+    def _step(self, action: str) -> StepOutcome:
         assert self.secret is not None
         query = parse_question(action)
         if query is None:
@@ -99,7 +99,7 @@ class TwentyQuestionsEnv(TextEnv):
             yes = query.holds(self.secret)
             answer, won = (YES if yes else NO), (yes and query.op == "guess")
         self.dialogue.append((action, answer))
-        return answer, (0.0 if won else -1.0), won, {"valid": query is not None, "won": won}
+        return StepOutcome(answer, 0.0 if won else -1.0, terminated=won, won=won, valid=query is not None)
 
     @classmethod
     def candidate_actions(cls) -> list[str]:
