@@ -14,7 +14,8 @@ from proctor.credit.inverse import InverseConfig, inverse_transitions
 from proctor.prm.data import DataError, StepwiseExample
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.objectives import OBJECTIVES, pair_loss, progress_loss, transition_loss
-from proctor.prm.records import PairExample, examples_from_records, read_pairs, render_states
+from proctor.prm.records import PairExample, examples_from_records, read_pairs
+from proctor.prm.rendering import render_states
 from proctor.prm.tokenize import PRMCollator, collate, pack, pack_rows
 from proctor.prm.trainer import prm_loss
 

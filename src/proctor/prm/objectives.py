@@ -18,7 +18,7 @@ one example are consecutive and in order, padded or packed alike.
 `td_bce` reads an example's labels as transitions: a label on step k is the label of the transition
 (s_k, a_k) → (s_{k+1}, a_{k+1}) when step k+1 is in the same example, and of a terminal transition when
 step k is the example's last step. A value model V(s) is `bce`/`mse` with the score read at the end of each
-state instead of each action (`records.render_states`).
+state instead of each action (`rendering.render_states`).
 """
 
 from __future__ import annotations

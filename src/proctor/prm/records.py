@@ -2,8 +2,6 @@
 
 - `PairExample`: a shared state (prompt + earlier steps) and two candidate last steps, chosen and rejected
   (AgentPRM's relative loss, docs/methods.md §1.3/§7.2); JSON/JSONL files via `read_pairs`.
-- `render_states`: a trajectory with the step marker at the END OF EACH STATE (after the observation and the
-  assistant prompt, before the action), so a scalar head read there is a value model V(s_t).
 - `examples_from_records`: the records of `proctor targets` (`targets.parquet`, `proctor.credit.records`)
   rendered from the trajectories they name with the shared prompt renderer:
   step records → one example per trajectory with the targets as labels; progress records → one example
@@ -24,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from proctor.prm.data import DataError, StepwiseExample, read_json_records
-from proctor.prm.rendering import PRM_PROMPT, check_prm_prompt, render_trajectory
-from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
+from proctor.prm.rendering import render_states, render_trajectory
+from proctor.prompts.render import PromptConfig
 from proctor.trajectory import Trajectory
 
 
@@ -68,39 +66,6 @@ def read_pairs(path: str | Path) -> list[PairExample]:
             fields = "; ".join(f"field '{'.'.join(map(str, x['loc']))}': {x['msg']}" for x in e.errors())
             raise DataError(f"{path}:{i}: {fields}") from None
     return out
-
-
-def render_states(
-    tokenizer: Any,
-    traj: Trajectory,
-    labels: Sequence[float | None],
-    cfg: PromptConfig | None = None,
-    marker: str = "<|step|>",
-) -> StepwiseExample:
-    """A trajectory with the marker after each state s_t (its inference prompt, ending with the assistant
-    generation prompt): step t is the text that state t adds to state t−1, so `Σ (step + marker)` is the
-    chat text of the whole trajectory (without its last action) with a marker at every decision point."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
-    if len(labels) != len(traj.steps) or not traj.steps:
-        raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
-    texts = [render_prompt(tokenizer, prefix_at(traj, t), cfg) for t in range(len(traj.steps))]
-    pieces = []
-    for t, text in enumerate(texts):
-        before = texts[t - 1] if t else ""
-        if not text.startswith(before):
-            raise DataError(f"trajectory {traj.id}: the chat text of state {t} does not extend state {t - 1}")
-        if marker in text:
-            raise DataError(f"trajectory {traj.id}: the step marker {marker!r} occurs inside its text")
-        pieces.append(text[len(before) :])
-    return StepwiseExample(
-        prompt="",
-        completions=pieces,
-        labels=list(labels),
-        id=traj.id,
-        outcome=traj.score,
-        meta={"env": traj.env, "task_id": traj.task_id, "score_at": "state"},
-    )
 
 
 def read_targets(path: str | os.PathLike) -> list[dict[str, Any]]:

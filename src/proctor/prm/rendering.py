@@ -3,6 +3,8 @@
 - `from_trajectories`: trajectories whose `Step.targets` were filled by `proctor targets` as training examples.
 - `render_trajectory`: one trajectory as a `StepwiseExample` (`proctor.prompts.render`: the trajectory as chat
   messages, each assistant action followed by the step marker, through the tokenizer's chat template).
+- `render_states`: a trajectory with the step marker at the end of each state (after the observation and the
+  assistant prompt, before the action), so a scalar head read there is a value model V(s_t).
 - `render_candidates`: a state's shared text and, per candidate action, its suffix (shared-prefix best-of-N).
 - `PRM_PROMPT` / `check_prm_prompt`: how a PRM sees a trajectory (the whole history in one pass).
 - `with_step_scores`: trajectories with `Step.scores[name]` filled (`proctor prm score --write-back`).
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from proctor.prm.data import DataError, StepwiseExample
-from proctor.prompts.render import PromptConfig, format_action, prefix_at, render_messages
+from proctor.prompts.render import PromptConfig, format_action, prefix_at, render_messages, render_prompt
 from proctor.prompts.turns import Prefix
 from proctor.trajectory import Trajectory
 
@@ -131,3 +133,36 @@ def from_trajectories(
             labels.append(step.targets.get(target))
         out.append(render_trajectory(tokenizer, traj, labels, cfg, marker))
     return out
+
+
+def render_states(
+    tokenizer: Any,
+    traj: Trajectory,
+    labels: Sequence[float | None],
+    cfg: PromptConfig | None = None,
+    marker: str = "<|step|>",
+) -> StepwiseExample:
+    """A trajectory with the marker after each state s_t (its inference prompt, ending with the assistant
+    generation prompt): step t is the text that state t adds to state t−1, so `Σ (step + marker)` is the
+    chat text of the whole trajectory (without its last action) with a marker at every decision point."""
+    cfg = cfg or PRM_PROMPT
+    check_prm_prompt(cfg)
+    if len(labels) != len(traj.steps) or not traj.steps:
+        raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
+    texts = [render_prompt(tokenizer, prefix_at(traj, t), cfg) for t in range(len(traj.steps))]
+    pieces = []
+    for t, text in enumerate(texts):
+        before = texts[t - 1] if t else ""
+        if not text.startswith(before):
+            raise DataError(f"trajectory {traj.id}: the chat text of state {t} does not extend state {t - 1}")
+        if marker in text:
+            raise DataError(f"trajectory {traj.id}: the step marker {marker!r} occurs inside its text")
+        pieces.append(text[len(before) :])
+    return StepwiseExample(
+        prompt="",
+        completions=pieces,
+        labels=list(labels),
+        id=traj.id,
+        outcome=traj.score,
+        meta={"env": traj.env, "task_id": traj.task_id, "score_at": "state"},
+    )

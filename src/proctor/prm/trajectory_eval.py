@@ -27,7 +27,7 @@ from proctor.credit.candidates import by_state, candidate_q
 from proctor.credit.montecarlo import MCConfig
 from proctor.prm.metrics import brier_score
 from proctor.prm.ranking import bootstrap_by_group, pairwise_accuracy, ranking_pairs, spread
-from proctor.prm.records import render_states
+from proctor.prm.rendering import render_states
 from proctor.prm.scoring import PRMScorer
 from proctor.progress import StageProgress
 from proctor.prompts.render import prefix_at
