@@ -113,7 +113,7 @@ def test_a_step_hook_must_return_a_step_outcome():
 
     env = Legacy()
     env.reset("test-1", 0)
-    with pytest.raises(EnvError, match="returned a tuple, not a StepOutcome"):
+    with pytest.raises(EnvError, match=r"returned a tuple, not a StepOutcome; return StepOutcome\(observation, reward, terminated"):
         env.step("up")
 
 

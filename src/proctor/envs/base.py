@@ -155,7 +155,9 @@ class TextEnv(ABC):
             raise EnvError(f"{self.name}: step() called on a finished episode; call reset() first")
         out = self._step(action)
         if not isinstance(out, StepOutcome):
-            raise EnvError(f"{self.name}: _step returned a {type(out).__name__}, not a StepOutcome")
+            raise EnvError(f"{self.name}: _step returned a {type(out).__name__}, not a StepOutcome; return "
+                           "StepOutcome(observation, reward, terminated, won=..., valid=...) from proctor.envs "
+                           "(an (obs, reward, done, info) tuple is the old protocol; docs: concepts/envs.md)")
         self.actions.append(action)
         terminated = bool(out.terminated)
         truncated = not terminated and (bool(out.truncated) or len(self.actions) >= self.max_steps)
