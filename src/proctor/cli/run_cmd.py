@@ -26,6 +26,9 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
     elif stage == "improve" and "skipped" in record.get("result", {}):
         console.print(f"[bold yellow]improve[/] iteration {record['iteration']} skipped, the next policy is this one: "
                       f"{record['result']['skipped']}", highlight=False)
+    elif "reused_from" in record:
+        console.print(f"[bold]{stage}[/] reused from {record['reused_from']} (took {record.get('seconds', 0):.1f} s "
+                      "there)", highlight=False)
     else:
         console.print(f"[bold]{stage}[/] done in {record.get('seconds', 0):.1f} s", highlight=False)
 
@@ -70,6 +73,10 @@ def run_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="run directory (overrides the config's `out`)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate the config and print its stages (what each "
                                           "runs, with which model, into which folder) without running any")] = False,
+    reuse: Annotated[Path | None, typer.Option("--reuse", help="an earlier run's folder: its stages whose config "
+                                               "and inputs this run shares are copied from there instead of "
+                                               "run (e.g. demos, SFT and rollouts when only the PRM changed)")]
+    = None,
 ) -> None:
     """Run (or resume) the iterated loop: demos → SFT → (rollouts → targets → PRM → evaluations → monitor →
     improvement by online DPO or best-of-N distillation) × K; writes summary.json and report.html into the run
@@ -90,7 +97,7 @@ def run_cmd(
         print_plan(cfg)
         return
     try:
-        summary = run_pipeline(cfg, report=print_stage)
+        summary = run_pipeline(cfg, report=print_stage, reuse=reuse)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
     for table in result_tables(summary):

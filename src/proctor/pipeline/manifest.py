@@ -7,6 +7,11 @@ The run also records its `environment`: the Python, the versions of the packages
 of `RECORDED_PACKAGES` and those the run's env depends on, e.g. alfworld and textworld: `proctor.envs.versions`),
 and torch's thread count. The same seed trains other models when any of them differ (README, the quickstart), so
 a resume in another environment is logged as a warning naming what differs.
+
+A new run can reuse the stages of an earlier one (`reuse`, `proctor run --reuse`): a stage whose config (the
+earlier run's folder read as this one's) and inputs are those of the earlier run's stage is copied from there
+instead of run, and recorded with `reused_from` and the earlier wall time. A stage that reads what a stage of
+this run made (rather than copied) runs, so a changed PRM recipe re-runs the PRM and all that follows it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import os
 import platform
 import subprocess
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,10 +73,13 @@ def environment_changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[s
 class Manifest:
     """The run directory's `manifest.json` (see module docstring)."""
 
-    def __init__(self, root: Path, config: dict[str, Any], seed: int, env: str | None = None):
-        """`env`: the run's env, whose packages' versions the environment records too."""
+    def __init__(self, root: Path, config: dict[str, Any], seed: int, env: str | None = None,
+                 reuse: Path | None = None):
+        """`env`: the run's env, whose packages' versions the environment records too; `reuse`: an earlier run's
+        folder whose matching stages are copied rather than run (module docstring)."""
         self.root = Path(root)
         self.path = self.root / MANIFEST
+        self.reuse = ReusableRun(Path(reuse), self.root, config.get("out")) if reuse is not None else None
         if self.path.exists():
             self.data = json.loads(self.path.read_text())
             if self.data.get("config") != config:
@@ -117,14 +126,89 @@ class Manifest:
         rec = self.done(key)
         if rec is not None:
             return rec
-        start = time.perf_counter()
-        value = run()
         rec = {"iteration": iteration, "inputs": [self.rel(p) for p in inputs],
                "outputs": [self.rel(p) for p in outputs],
                "config": config.model_dump(mode="json", serialize_as_any=True) if isinstance(config, BaseModel)
-               else config,
-               "seconds": round(time.perf_counter() - start, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+               else config}
+        if self.reuse is not None and self._made_here(rec["inputs"] + self._paths_in(rec["config"])) == []:
+            earlier = self.reuse.matching(key, rec)
+            if earlier is not None:
+                self.reuse.copy(earlier)
+                self.data["stages"][key] = {**earlier, "config": rec["config"], "reused_from": str(self.reuse.root)}
+                self._write()
+                log.info("%s: reused from %s", key, self.reuse.root)
+                return self.data["stages"][key]
+        start = time.perf_counter()
+        value = run()
+        rec = {**rec, "seconds": round(time.perf_counter() - start, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                "result": result(value)}
         self.data["stages"][key] = rec
         self._write()
         return rec
+
+    def _paths_in(self, value: Any) -> list[str]:
+        """The paths into this run's folder that a stage's config names (relative to it)."""
+        if isinstance(value, dict):
+            return [p for v in value.values() for p in self._paths_in(v)]
+        if isinstance(value, list):
+            return [p for v in value for p in self._paths_in(v)]
+        root = str(self.root) + "/"
+        return [value[len(root):]] if isinstance(value, str) and value.startswith(root) else []
+
+    def _made_here(self, inputs: list[str]) -> list[str]:
+        """The inputs that a stage of this run made by running (not by copying from the reused run)."""
+        made = [out_dir(o) for rec in self.data["stages"].values() if "reused_from" not in rec
+                for o in rec["outputs"]]
+        return [i for i in inputs if any(i == d or i.startswith(d + "/") or d.startswith(i + "/") for d in made)]
+
+
+def out_dir(output: str) -> str:
+    """The folder a stage's recorded output file belongs to (what reusing the stage copies)."""
+    return str(Path(output).parent)
+
+
+class ReusableRun:
+    """An earlier run's stages, offered to a new run in folder `into` (`Manifest(reuse=...)`); `into_name`: that
+    folder as the new run's config writes it."""
+
+    def __init__(self, root: Path, into: Path, into_name: str | None = None):
+        self.root, self.into = root, into
+        path = root / MANIFEST
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no run to reuse stages from (a `proctor run` folder has a {MANIFEST})")
+        if root.resolve() == into.resolve():
+            raise ValueError(f"{root}: a run cannot reuse its own folder (re-run it to resume)")
+        data = json.loads(path.read_text())
+        self.stages: dict[str, Any] = data["stages"]
+        self.names = (str(data.get("config", {}).get("out", root)), str(into_name or into))
+
+    def _renamed(self, value: Any) -> Any:
+        """`value` with every path in the earlier run's folder moved to the new run's."""
+        old, new = self.names
+        if isinstance(value, str) and (value == old or value.startswith(old + "/")):
+            return new + value[len(old):]
+        if isinstance(value, dict):
+            return {k: self._renamed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._renamed(v) for v in value]
+        return value
+
+    def matching(self, key: str, rec: dict[str, Any]) -> dict[str, Any] | None:
+        """The earlier record of stage `key` when its inputs, outputs and config (with the earlier folder read as
+        this run's) are `rec`'s and its outputs still exist; None otherwise."""
+        earlier = self.stages.get(key)
+        if earlier is None or earlier["inputs"] != rec["inputs"] or earlier["outputs"] != rec["outputs"]:
+            return None
+        if not all((self.root / o).exists() for o in earlier["outputs"]):
+            return None
+        now = json.loads(json.dumps(rec["config"], default=str))
+        return earlier if self._renamed(earlier["config"]) == now else None
+
+    def copy(self, rec: dict[str, Any]) -> None:
+        """Copy the folders of `rec`'s outputs into the new run (replacing what an interrupted attempt left)."""
+        folders = sorted({out_dir(o) for o in rec["outputs"]})
+        for folder in [f for f in folders if not any(f.startswith(g + "/") for g in folders if g != f)]:
+            target = self.into / folder
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(self.root / folder, target, symlinks=True)

@@ -63,11 +63,11 @@ def fresh_stage(work: Path, nxt: Path) -> None:
 class Pipeline:
     """The loop of `run_pipeline`, stage by stage (see module docstring)."""
 
-    def __init__(self, cfg: PipelineConfig, report: Report | None = None):
+    def __init__(self, cfg: PipelineConfig, report: Report | None = None, reuse: Path | None = None):
         self.cfg = cfg
         self.out = cfg.out
         self.report = report or (lambda stage, payload: None)
-        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed, env=cfg.env)
+        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed, env=cfg.env, reuse=reuse)
         self.results: list[dict[str, Any]] = []
         self.model_dir: str | None = None  # the starting model, once `model()` has run
         self._split_ids: dict[str, set[str]] = {}
@@ -380,10 +380,11 @@ class Pipeline:
         return summary
 
 
-def run_pipeline(cfg: PipelineConfig, report: Report | None = None) -> dict[str, Any]:
+def run_pipeline(cfg: PipelineConfig, report: Report | None = None, reuse: Path | None = None) -> dict[str, Any]:
     """Run (or resume) the loop `cfg` describes; returns the summary also written to `cfg.out/summary.json`.
-    `report(stage, record)` is called after each stage (the CLI prints from it)."""
-    pipeline = Pipeline(cfg, report)
+    `report(stage, record)` is called after each stage (the CLI prints from it). `reuse`: an earlier run's folder
+    whose stages with the same config and inputs are copied rather than run (`proctor.pipeline.manifest`)."""
+    pipeline = Pipeline(cfg, report, reuse)
     try:
         return pipeline.run()
     finally:
