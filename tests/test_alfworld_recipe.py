@@ -44,8 +44,10 @@ def test_the_example_configs_validate(name):
     assert cfg.demos.task_ids() == panel("train-fit.txt") and cfg.demos.split == "train"
     assert cfg.rollout.split == "train" and cfg.rollout.task_ids() == panel("train-fit.txt")[:cfg.rollout.tasks]
     assert cfg.evaluate.split == "test" and cfg.evaluate.tasks is None and cfg.evaluate.panel is None
-    assert all(e.tasks is None for e in cfg.evaluate.entries)  # every entry on all 134
-    assert cfg.policy_agent["kind"] == "choice" and cfg.prm.kind == "likelihood" and cfg.iterations == 1
+    # every entry on all 134 but beam search, whose env copies replay the episode (first 10)
+    assert [e.tasks for e in cfg.evaluate.entries] == [None, None, 10]
+    assert cfg.policy_agent["kind"] == "choice" and cfg.prm.kind == "head" and cfg.iterations == 1
+    assert cfg.improve.method == "bon-distill" and cfg.improve.init == "$policy"
     names = [e.name for e in cfg.evaluate.entries]
     assert names == ["policy", "best-of-8 (PRM Q0)", "beam 2x2 (PRM Q0)"]
     assert (cfg.model.tiny is not None) == (name == "tiny.yaml")
@@ -137,7 +139,7 @@ def scaled_down(out: Path, data_dir: Path) -> dict:
     cfg["demos"]["tasks"] = SHORT_GAMES
     cfg["sft"] |= {"steps": 4, "batch_size": 4}
     cfg["rollout"] |= {"tasks": 2, "samples": 2}
-    cfg["prm"] |= {"steps": 3, "batch_size": 4, "anchor_batch_size": 2}
+    cfg["prm"]["training"] |= {"max_steps": 3, "per_device_train_batch_size": 4}
     cfg["improve"] |= {"max_states": 4, "n": 2, "epochs": 1, "batch_size": 2}
     cfg["evaluate"]["tasks"] = test_games
     entries = cfg["evaluate"]["entries"]

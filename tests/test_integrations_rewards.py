@@ -12,7 +12,7 @@ import pytest
 
 from proctor.envs import make
 from proctor.integrations.common import finish_episode, start_episode, step_episode
-from proctor.integrations.rewards import prm_reward_func, split_steps, stepwise_episode
+from proctor.integrations.rewards import prm_reward_func, split_steps
 from proctor.integrations.trl import EnvironmentFactory
 from proctor.prm.text_scorer import text_example
 
@@ -131,9 +131,8 @@ def test_env_trajectories_from_trl_environments(scalar_prm_dir):
 
 
 def test_a_served_prm(scalar_prm_dir):
-    """The same PRM behind `proctor prm serve`, through `open_scorer(path, server=ServerRef)`: env trajectories give
-    the local scores; stepwise text, which the served head has no text interface for here, is scored as `stepwise`
-    episodes, and a local scorer given the same episodes agrees."""
+    """The same PRM behind `proctor prm serve`, through `open_scorer(path, server=ServerRef)`: env trajectories and
+    stepwise text give the local scores (text through the served head's text interface, as locally)."""
     from proctor.agents.registry import ServerRef
     from proctor.prm.likelihood import open_scorer
     from proctor.prm.model import ProcessRewardModel
@@ -153,8 +152,9 @@ def test_a_served_prm(scalar_prm_dir):
         assert got == pytest.approx([min(s) for s in local.score_trajectories(trajs)], rel=1e-4)
 
         text = reward(prompts=PROBLEMS[:1], completions=COMPLETIONS[:1])
-    expected = local.score_trajectories([stepwise_episode(PROBLEMS[0], split_steps(COMPLETIONS[0]), 0)])[0]
+    expected = local.score_examples([text_example(PROBLEMS[0], split_steps(COMPLETIONS[0]))])[0]
     assert text == pytest.approx([min(expected)], rel=1e-4)
+    assert reward.prm.scores_text
 
 
 @pytest.mark.extra

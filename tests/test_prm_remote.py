@@ -53,6 +53,15 @@ def test_remote_scores_equal_local_ones(server, local, states, scalar_prm_dir):
     assert remote.score_actions(prefixes[0], actions[0]) == pytest.approx(want[0], abs=1e-5)
     with pytest.raises(ValueError, match="cfg=None"):
         remote.score_action_groups(prefixes, actions, cfg=local_prompt())
+    # stepwise text through /score, batch_size examples per request
+    from proctor.prm.text_scorer import text_example
+
+    examples = [text_example(f"What is {i} + {i}?", [f"{i} + {i} = {2 * i}.", f"The answer is {2 * i}."])
+                for i in range(20)]
+    text = remote.score_examples(examples)
+    assert [len(s) for s in text] == [2] * 20
+    for a, b in zip(text, local.score_examples(examples), strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
 
 
 def local_prompt():

@@ -111,5 +111,5 @@ class PRMHandle:
 
     @property
     def scores_text(self) -> bool:
-        """Whether the PRM has a text interface (`score_examples`: a local PRM head, or one trained on text)."""
+        """Whether the PRM has a text interface (`score_examples`: a PRM head, local or served, or one trained on text)."""
         return hasattr(self.scorer, "score_examples")

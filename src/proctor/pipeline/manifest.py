@@ -20,8 +20,8 @@ import json
 import logging
 import os
 import platform
-import subprocess
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path

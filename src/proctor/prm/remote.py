@@ -2,7 +2,8 @@
 
 Search, evaluation and the trainers score through it as through a local scorer:
 `score_action_groups` posts states with their candidate actions to `/score_action_groups` (the server scores
-the groups of concurrent requests in one batch), `score_trajectories` posts trajectories to `/score`. The
+the groups of concurrent requests in one batch), `score_trajectories` posts trajectories and `score_examples`
+stepwise-text examples to `/score`. The
 server renders states with the prompt the PRM was trained with, so a caller's `cfg` must be None.
 
 Connection errors, timeouts, 408/409/429 and 5xx answers are retried with exponential back-off; then, or at
@@ -74,6 +75,16 @@ class RemotePRMScorer:
         out: list[list[float]] = []
         for i in range(0, len(trajs), self.batch_size):
             body = {"trajectories": [t.model_dump(mode="json") for t in trajs[i:i + self.batch_size]]}
+            out += self._call("POST", "/score", body)["scores"]
+        return out
+
+    def score_examples(self, examples: Sequence[Any]) -> list[list[float]]:
+        """Per-step scores of stepwise-text examples (`StepwiseExample`: prompt and steps; labels are not sent),
+        `batch_size` examples per request, as `PRMScorer.score_examples` gives them locally."""
+        out: list[list[float]] = []
+        for i in range(0, len(examples), self.batch_size):
+            body = {"examples": [{"prompt": e.prompt, "steps": list(e.completions)}
+                                 for e in examples[i:i + self.batch_size]]}
             out += self._call("POST", "/score", body)["scores"]
         return out
 
