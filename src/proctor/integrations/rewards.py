@@ -21,8 +21,8 @@ What is scored, per completion:
   split into steps by `splitter` (a separator string, default a newline, blank steps dropped; or a function
   text -> steps); the problem is the prompt (conversational: its last user turn's content; or `problem(prompt)`).
   The PRM scores the steps through its text interface, `score_examples` on `StepwiseExample(problem, steps)`
-  (`PRMScorer`, and `TextStepScorer` for a PRM trained on text). A scorer without one (a likelihood PRM, a PRM head
-  behind `proctor prm serve`) scores them as a `stepwise` episode: the problem as the task, the steps as its
+  (`PRMScorer` and `RemotePRMScorer`, a PRM head local or served, and `TextStepScorer` for a PRM trained on text). A
+  scorer without one (a likelihood PRM) scores them as a `stepwise` episode: the problem as the task, the steps as its
   actions, empty observations (`proctor.envs.stepwise_text` records reasoning that way). A completion without a
   step gets `empty` (0.0 by default).
 
