@@ -6,10 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+
+from without_model_libraries import run_without_model_libraries
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -37,16 +38,7 @@ def test_every_import_is_declared_and_every_dependency_used():
 
 
 def test_builtin_envs_run_where_torch_cannot_be_imported():
-    script = textwrap.dedent("""
-        import sys
-
-        class NoModelLibraries:
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("torch", "transformers", "peft", "accelerate"):
-                    raise ImportError(f"{name} is blocked in this test")
-                return None
-
-        sys.meta_path.insert(0, NoModelLibraries())
+    proc = run_without_model_libraries("""
         from proctor.envs import make
         from proctor.envs.experts import expert_kinds
         from proctor.rollout import RolloutConfig, run_rollout
@@ -62,7 +54,6 @@ def test_builtin_envs_run_where_torch_cannot_be_imported():
         assert "torch" not in sys.modules
         print("ok")
     """)
-    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]
 
 

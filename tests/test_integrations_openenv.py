@@ -33,6 +33,7 @@ from proctor.integrations.openenv import (
     create_app,
 )
 from proctor.serving.background import BackgroundServer
+from without_model_libraries import run_without_model_libraries
 
 pytestmark = pytest.mark.extra
 HOUSEHOLD = {"preset": "small", "max_steps": 20, "expert_hints": True}
@@ -284,19 +285,9 @@ def test_serve_env_cli_serves_with_a_key():
 
 def test_an_env_server_without_a_prm_needs_no_model_library():
     """An OpenEnv server over a proctor env imports neither torch nor transformers (a PRM reward loads them)."""
-    script = """
-import sys
-
-class NoModelLibraries:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers", "peft", "accelerate"):
-            raise ImportError(f"{name} is blocked in this test")
-        return None
-
-sys.meta_path.insert(0, NoModelLibraries())
-from proctor.integrations.openenv import create_app
-create_app({"env": "household"})
-print("ok")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    proc = run_without_model_libraries("""
+        from proctor.integrations.openenv import create_app
+        create_app({"env": "household"})
+        print("ok")
+    """)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]
