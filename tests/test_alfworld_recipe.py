@@ -44,8 +44,10 @@ def test_the_example_configs_validate(name):
     assert cfg.demos.task_ids() == panel("train-fit.txt") and cfg.demos.split == "train"
     assert cfg.rollout.split == "train" and cfg.rollout.task_ids() == panel("train-fit.txt")[:cfg.rollout.tasks]
     assert cfg.evaluate.split == "test" and cfg.evaluate.tasks is None and cfg.evaluate.panel is None
-    # every entry on all 134 but beam search, whose env copies replay the episode (first 10)
-    assert [e.tasks for e in cfg.evaluate.entries] == [None, None, 10]
+    # every entry on all 134 but beam search, whose env copies replay the episode: 24 games, 4 of each type
+    assert [e.tasks for e in cfg.evaluate.entries] == [None, None, 24]
+    beam = cfg.evaluate.entries[2].section(cfg.evaluate)
+    assert beam.split == "test" and beam.task_ids() == panel("valid-unseen.txt")[:24]
     assert cfg.policy_agent["kind"] == "choice" and cfg.prm.kind == "head" and cfg.iterations == 1
     assert cfg.improve.method == "bon-distill" and cfg.improve.init == "$policy"
     names = [e.name for e in cfg.evaluate.entries]
@@ -83,10 +85,13 @@ def test_the_panels_are_fixed_disjoint_and_stratified():
     assert all(t.startswith("train/") for t in held + fit)
     assert set(Counter(map(task_type, fit[:120])).values()) == {20}  # the first N spread over all six types
     assert set(Counter(map(task_type, held)).keys()) == set(TASK_TYPES)
+    unseen = panel("valid-unseen.txt")
+    assert len(unseen) == 134 and all(t.startswith("valid_unseen/") for t in unseen)
+    assert set(Counter(map(task_type, unseen[:24])).values()) == {4}
 
 
 @pytest.mark.data
-def test_the_panels_are_the_train_games(shared_data):
+def test_the_panels_are_the_split_games(shared_data):
     import importlib.util
 
     data = shared_data / "alfworld" / "json_2.1.1"
@@ -95,10 +100,12 @@ def test_the_panels_are_the_train_games(shared_data):
     spec = importlib.util.spec_from_file_location("make_panels", EXAMPLES / "make_panels.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    ids = module.train_games(data)
+    ids = module.split_games(data, "train")
     assert sorted(panel("train-heldout.txt") + panel("train-fit.txt")) == ids and len(ids) == 881
     held, fit = module.panels(ids, 120, seed=0)  # the script makes the committed files again
     assert (held, fit) == (panel("train-heldout.txt"), panel("train-fit.txt"))
+    unseen = module.split_games(data, "valid_unseen")
+    assert module.round_robin(module.shuffled_by_type(unseen, 0)) == panel("valid-unseen.txt")
 
 
 def test_alfworld_defaults_and_recorded_versions(tmp_path):
@@ -144,7 +151,7 @@ def scaled_down(out: Path, data_dir: Path) -> dict:
     cfg["evaluate"]["tasks"] = test_games
     entries = cfg["evaluate"]["entries"]
     entries[1] = {**entries[1], "name": "best-of-2 (PRM Q0)", "agent": {**entries[1]["agent"], "n": 2}}
-    entries[2] = {**entries[2], "tasks": 1}
+    entries[2] = {**{k: v for k, v in entries[2].items() if k != "panel"}, "tasks": 1}  # the first listed game
     return cfg
 
 

@@ -120,6 +120,31 @@ def test_config_errors_name_the_field(tmp_path):
             PipelineConfig.model_validate({**toy_config(tmp_path), "prm": section})
 
 
+def test_an_evaluation_row_can_run_on_its_own_panel_within_the_evaluation(tmp_path):
+    """A costly row on a fixed panel's first N tasks of the evaluation's split, paired with the rows that run all of
+    them; a panel with tasks the evaluation does not run is refused (no pairs), as is a missing file."""
+    from proctor.pipeline.plan import plan_stages
+
+    T = "household/small/s0/test/0000"
+
+    (tmp_path / "panel.txt").write_text("# household test tasks\n" + "".join(f"{T}{n}\n" for n in (5, 2, 9)))
+    cfg = toy_config(tmp_path / "run")
+    cfg["evaluate"]["entries"][2] |= {"panel": str(tmp_path / "panel.txt"), "tasks": 2}
+    parsed = PipelineConfig.model_validate(cfg)
+    beam = parsed.evaluate.entries[2].section(parsed.evaluate)
+    assert (beam.split, beam.task_ids(), beam.samples) == ("test", [f"{T}5", f"{T}2"], 1)
+    assert parsed.evaluate.entries[0].section(parsed.evaluate) is parsed.evaluate
+    line = next(s for s in plan_stages(parsed) if s.key == "iter-0/eval/beam")
+    assert "household test: 2 tasks of panel" in line.runs
+    cfg["evaluate"]["tasks"] = [f"{T}5", f"{T}1"]
+    with pytest.raises(ValueError, match=re.escape("evaluation 'beam': panel") + ".*: 1 of the entry's tasks are not "
+                       f"among the evaluation's, e.g. '{T}2'"):
+        PipelineConfig.model_validate(cfg)
+    cfg["evaluate"]["entries"][2]["panel"] = str(tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="no such file"):
+        PipelineConfig.model_validate(cfg)
+
+
 @pytest.mark.slow
 def test_prm_candidates_train_the_prm_on_action_pairs_at_the_policys_states(tmp_path):
     cfg = toy_config(tmp_path / "run")

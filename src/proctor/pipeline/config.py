@@ -149,19 +149,42 @@ class EvalEntry(_Section):
     agent: dict[str, Any] | None = None
     search: dict[str, Any] | None = None
     iterations: list[int] | None = Field(default=None, description="only at these iterations (None: all)")
-    tasks: int | None = Field(default=None, ge=1, description="the first N of the evaluation's tasks, for a "
-                              "costly method (None: all of them)")
+    tasks: int | None = Field(default=None, ge=1, description="the first N of the evaluation's tasks (of `panel`, "
+                              "with one), for a costly method (None: all of them)")
+    panel: Path | None = Field(default=None, description="a file of task ids of the evaluation's (`TaskSection.panel`):"
+                               " this entry's tasks instead, e.g. a costly method on games spread over task types")
 
     @model_validator(mode="after")
     def _one(self) -> EvalEntry:
         if (self.agent is None) == (self.search is None):
             raise ValueError(f"evaluation {self.name!r}: give exactly one of agent and search")
+        if self.panel is not None:
+            read_panel(self.panel)
         return self
+
+    def section(self, evaluate: EvalSection) -> TaskSection:
+        """The tasks this entry runs: the evaluation's, or its own panel's in the evaluation's split."""
+        if self.panel is None:
+            return evaluate
+        return TaskSection(split=evaluate.split, panel=self.panel, tasks=self.tasks, samples=evaluate.samples,
+                           batch=evaluate.batch)
 
 
 class EvalSection(TaskSection):
     split: str = "test"
     entries: list[EvalEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _entries_within(self) -> EvalSection:
+        """An entry's panel is paired with the other rows on their common tasks: it must lie within listed ones."""
+        listed = self.task_ids()
+        for entry in self.entries:
+            if entry.panel is not None and isinstance(listed, list):
+                outside = [t for t in entry.section(self).task_ids() if t not in set(listed)]
+                if outside:
+                    raise ValueError(f"evaluation {entry.name!r}: panel {str(entry.panel)!r}: {len(outside)} of the "
+                                     f"entry's tasks are not among the evaluation's, e.g. {outside[0]!r}")
+        return self
 
 
 class CandidatesSection(_Section):

@@ -163,5 +163,6 @@ def _eval_stage(cfg: PipelineConfig, entry: EvalEntry, k: int, pi: str, prm: str
                 sizes: Mapping[str, int] | None) -> PlannedStage:
     method = entry.agent if entry.agent is not None else entry.search
     return PlannedStage(f"iter-{k}/eval/{_slug(entry.name)}", k,
-                        f"evaluate {entry.name!r} on " + describe_tasks(cfg, cfg.evaluate, sizes, first=entry.tasks),
+                        f"evaluate {entry.name!r} on " + describe_tasks(cfg, entry.section(cfg.evaluate), sizes,
+                                                                          first=None if entry.panel else entry.tasks),
                         describe_agent(method, pi, prm), Path(cfg.out) / f"iter-{k}" / "eval" / _slug(entry.name))

@@ -249,9 +249,9 @@ class Pipeline:
 
     def evaluate(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> dict[str, Any]:
         out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
-        section = self.cfg.evaluate
+        section = entry.section(self.cfg.evaluate)
         tasks = self.resolve_tasks(section)
-        if entry.tasks is not None:  # the first N of the evaluation's tasks
+        if entry.tasks is not None and entry.panel is None:  # the first N of the evaluation's tasks
             tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
         from proctor.evaluation import EvalConfig, run_eval
 
