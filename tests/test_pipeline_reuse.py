@@ -70,9 +70,13 @@ def test_a_resumed_reusing_run_keeps_what_it_made_and_copies_over_a_partial_atte
     assert ran == []  # resumed: all done here
 
 
-def test_reuse_names_a_folder_without_a_run_or_the_run_itself(tmp_path):
+def test_reuse_names_a_folder_without_a_run_a_broken_manifest_or_the_run_itself(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no run to reuse stages from"):
         run_three_stages(tmp_path / "b", lr=0.1, width=8, reuse=tmp_path / "missing")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_text('{"config": {}}')
+    with pytest.raises(ValueError, match=r"broken/manifest.json: not a `proctor run` manifest to reuse stages from"):
+        run_three_stages(tmp_path / "b", lr=0.1, width=8, reuse=tmp_path / "broken")
     run_three_stages(tmp_path / "a", lr=0.1, width=8)
     with pytest.raises(ValueError, match="cannot reuse its own folder"):
         run_three_stages(tmp_path / "a", lr=0.1, width=8, reuse=tmp_path / "a")

@@ -95,6 +95,9 @@ def run_cmd(
         fail(e, where=str(config))
     if dry_run:
         print_plan(cfg)
+        if reuse is not None:
+            console.print(f"[yellow]note:[/] --reuse {reuse}: which stages are copied is decided as each stage "
+                          "starts (its config is built then)", highlight=False, soft_wrap=True)
         return
     try:
         summary = run_pipeline(cfg, report=print_stage, reuse=reuse)

@@ -151,8 +151,9 @@ class EvalEntry(_Section):
     iterations: list[int] | None = Field(default=None, description="only at these iterations (None: all)")
     tasks: int | None = Field(default=None, ge=1, description="the first N of the evaluation's tasks (of `panel`, "
                               "with one), for a costly method (None: all of them)")
-    panel: Path | None = Field(default=None, description="a file of task ids of the evaluation's (`TaskSection.panel`):"
-                               " this entry's tasks instead, e.g. a costly method on games spread over task types")
+    panel: Path | None = Field(default=None, description="a file of task ids of the evaluation's split, one a line "
+                               "(as `TaskSection.panel`): this entry runs its first `tasks` instead of the "
+                               "evaluation's, e.g. a costly method on games spread over task types")
 
     @model_validator(mode="after")
     def _one(self) -> EvalEntry:
@@ -178,9 +179,12 @@ class EvalSection(TaskSection):
     def _entries_within(self) -> EvalSection:
         """An entry's panel is paired with the other rows on their common tasks: it must lie within listed ones."""
         listed = self.task_ids()
+        if not isinstance(listed, list):
+            return self
+        known = set(listed)
         for entry in self.entries:
-            if entry.panel is not None and isinstance(listed, list):
-                outside = [t for t in entry.section(self).task_ids() if t not in set(listed)]
+            if entry.panel is not None:
+                outside = [t for t in entry.section(self).task_ids() if t not in known]
                 if outside:
                     raise ValueError(f"evaluation {entry.name!r}: panel {str(entry.panel)!r}: {len(outside)} of the "
                                      f"entry's tasks are not among the evaluation's, e.g. {outside[0]!r}")

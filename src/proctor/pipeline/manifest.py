@@ -12,6 +12,7 @@ A new run can reuse the stages of an earlier one (`reuse`, `proctor run --reuse`
 earlier run's folder read as this one's) and inputs are those of the earlier run's stage is copied from there
 instead of run, and recorded with `reused_from` and the earlier wall time. A stage that reads what a stage of
 this run made (rather than copied) runs, so a changed PRM recipe re-runs the PRM and all that follows it.
+Paths outside the run folder (a model on disk, a data file) are compared by name, not by content.
 """
 
 from __future__ import annotations
@@ -178,8 +179,11 @@ class ReusableRun:
             raise FileNotFoundError(f"{path}: no run to reuse stages from (a `proctor run` folder has a {MANIFEST})")
         if root.resolve() == into.resolve():
             raise ValueError(f"{root}: a run cannot reuse its own folder (re-run it to resume)")
-        data = json.loads(path.read_text())
-        self.stages: dict[str, Any] = data["stages"]
+        try:
+            data = json.loads(path.read_text())
+            self.stages: dict[str, Any] = data["stages"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a `proctor run` manifest to reuse stages from ({e!r})") from None
         self.names = (str(data.get("config", {}).get("out", root)), str(into_name or into))
 
     def _renamed(self, value: Any) -> Any:

@@ -6,7 +6,7 @@
 - `render_states`: a trajectory with the step marker at the end of each state (after the observation and the
   assistant prompt, before the action), so a scalar head read there is a value model V(s_t).
 - `render_candidates`: a state's shared text and, per candidate action, its suffix (shared-prefix best-of-N).
-- `PRM_PROMPT` / `check_prm_prompt`: how a PRM sees a trajectory (the whole history in one pass).
+- `PRM_PROMPT` / `prm_prompt`: how a PRM sees a trajectory (the whole history in one pass).
 - `with_step_scores`: trajectories with `Step.scores[name]` filled (`proctor prm score --write-back`).
 """
 
@@ -51,12 +51,15 @@ def _marked_chat(
 PRM_PROMPT = PromptConfig(history=None, show_admissible=False)
 
 
-def check_prm_prompt(cfg: PromptConfig) -> None:
+def prm_prompt(cfg: PromptConfig | None) -> PromptConfig:
+    """`cfg` (None: `PRM_PROMPT`), refused unless it shows the whole trajectory in one pass."""
+    cfg = cfg or PRM_PROMPT
     if cfg.history is not None:
         raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with history=None")
     if cfg.show_admissible:
         raise DataError("a PRM reads the whole trajectory in one pass: use a PromptConfig with "
                         "show_admissible=False (admissible actions are shown only in the current turn)")
+    return cfg
 
 
 def render_trajectory(
@@ -69,8 +72,7 @@ def render_trajectory(
     """A trajectory as one stepwise example: the chat text up to the first action is the prompt, and step
     k is the text from the end of step k−1's marker through action k (the observations in between
     included), so `prompt + Σ (step + marker)` is the chat-template text of the whole trajectory."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
+    cfg = prm_prompt(cfg)
     if not traj.steps:
         raise DataError(f"trajectory {traj.id}: has no steps")
     if len(labels) != len(traj.steps):
@@ -105,8 +107,7 @@ def render_candidates(
     """The shared text of a state (history with its markers, ending with the assistant prompt) and, per
     candidate action, the suffix `formatted action + marker`: prefix + suffix is exactly the text
     `render_trajectory` gives a trajectory that took that action."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
+    cfg = prm_prompt(cfg)
     shared = _marked_chat(tokenizer, prefix, cfg, marker, generation_prompt=True)
     return shared, [format_action(a, None, cfg) + marker for a in actions]
 
@@ -145,8 +146,7 @@ def render_states(
     """A trajectory with the marker after each state s_t (its inference prompt, ending with the assistant
     generation prompt): step t is the text that state t adds to state t−1, so `Σ (step + marker)` is the
     chat text of the whole trajectory (without its last action) with a marker at every decision point."""
-    cfg = cfg or PRM_PROMPT
-    check_prm_prompt(cfg)
+    cfg = prm_prompt(cfg)
     if len(labels) != len(traj.steps) or not traj.steps:
         raise DataError(f"trajectory {traj.id}: {len(traj.steps)} steps but {len(labels)} labels")
     texts = [render_prompt(tokenizer, prefix_at(traj, t), cfg) for t in range(len(traj.steps))]
