@@ -35,18 +35,14 @@ def parse_env_args(pairs: list[str]) -> dict[str, Any]:
 
 
 def load_yaml_config(path: Path) -> dict[str, Any]:
-    """A YAML mapping from `path`; a missing file or a non-mapping is one clear error line."""
-    import yaml
+    """A YAML mapping from `path`, numbers as YAML 1.2 reads them (`3e-4` is a float:
+    `proctor.yaml_config`); a missing file, invalid YAML or a non-mapping is one clear error line."""
+    from proctor.yaml_config import read_yaml_config
 
-    if not path.is_file():
-        fail(f"{path}: no such config file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        fail(f"{path}: not valid YAML ({e})")
-    if not isinstance(data, dict):
-        fail(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
-    return data
+        return read_yaml_config(path)
+    except (ValueError, FileNotFoundError) as e:
+        fail(e)
 
 
 def validated_config(path: Path, model: Any, output_dir: Path | None = None) -> Any:

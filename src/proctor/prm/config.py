@@ -22,7 +22,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from proctor.prm.heads import HeadKind
@@ -115,15 +114,12 @@ class PRMTrainConfig(_Strict):
 
 def load_config(path: str | Path) -> PRMTrainConfig:
     """Read and validate a YAML config; errors name the file and the field."""
+    from proctor.yaml_config import read_yaml_config
+
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such config file")
+    raw = read_yaml_config(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML ({e})") from None
-    try:
-        return PRMTrainConfig.model_validate(raw or {})
+        return PRMTrainConfig.model_validate(raw)
     except ValidationError as e:
         fields = "; ".join(
             f"{'.'.join(str(x) for x in err['loc']) or '<config>'}: {err['msg']}" for err in e.errors()
