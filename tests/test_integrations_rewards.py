@@ -36,6 +36,60 @@ def text_prm_dir(tiny_model_dir, tmp_path_factory):
     return prm.save_pretrained(tmp_path_factory.mktemp("text_prm") / "prm")
 
 
+@pytest.fixture(scope="module")
+def likelihood_prm_dir(tiny_model_dir, tmp_path_factory):
+    """An untrained likelihood PRM on the tiny model, Q = σ(β·log π(a|s) + b) with β = 1, b = 0: the tiny model's
+    folder with the `likelihood_prm.json` that `proctor prm train-likelihood` writes beside it."""
+    import json
+    import shutil
+
+    from proctor.prm.likelihood import KIND, LIKELIHOOD_FILE
+    from proctor.prompts.render import PromptConfig
+
+    folder = tmp_path_factory.mktemp("likelihood_prm") / "prm"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / LIKELIHOOD_FILE).write_text(json.dumps({"kind": KIND, "beta": 1.0, "bias": 0.0,
+                                                      "prompt": PromptConfig().model_dump()}))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["text", "likelihood"])
+def test_prm_score_and_the_reward_function_agree(kind, text_prm_dir, likelihood_prm_dir, problems_file, tmp_path):
+    """`proctor prm score PRM FILE` on stepwise text and `prm_reward_func` on the same problems and steps give the
+    same step scores, for a PRM trained on text and for a likelihood PRM; the likelihood PRM's are its scores of
+    the episode the `stepwise` env records for those steps (one code path: `prm.text_scorer.StepwiseScorer`)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+    from proctor.prm.likelihood import open_scorer
+
+    prm = text_prm_dir if kind == "text" else likelihood_prm_dir
+    (tmp_path / "steps.jsonl").write_text("".join(
+        json.dumps({"id": f"p{i}", "prompt": p, "completions": split_steps(c)}) + "\n"
+        for i, (p, c) in enumerate(zip(PROBLEMS, COMPLETIONS, strict=False))))
+    res = CliRunner().invoke(app, ["prm", "score", str(prm), str(tmp_path / "steps.jsonl"), "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    scored = [json.loads(line)["scores"] for line in res.stdout.splitlines() if line.startswith("{")]
+    assert [len(s) for s in scored] == [4, 2]
+    for aggregate, reduce in [("min", min), ("last", lambda q: q[-1]), ("mean", fmean)]:
+        reward = prm_reward_func(str(prm), aggregate=aggregate, device="cpu")
+        got = reward(prompts=PROBLEMS, completions=COMPLETIONS[:2])
+        assert got == pytest.approx([reduce(s) for s in scored], rel=1e-5)
+    if kind == "likelihood":
+        env = make("stepwise", path=str(problems_file))
+        task = env.task_ids("test")[1]  # "What is 12 times 11?"
+        episode = start_episode(env, task)
+        for step in split_steps(COMPLETIONS[1]):
+            step_episode(env, episode, step)
+        recorded = finish_episode(env, episode, split="test", agent="test", run_seed=0)
+        reward = prm_reward_func(str(prm), aggregate="mean", device="cpu")
+        got = reward(prompts=[recorded.task], completions=[COMPLETIONS[1]])
+        expected = open_scorer(prm, device="cpu").score_trajectories([recorded])[0]
+        assert got == pytest.approx([fmean(expected)], rel=1e-5)
+
+
 def test_split_steps():
     assert split_steps(COMPLETIONS[0]) == ["He starts with 3.", "He buys 4 more.", "3 + 4 = 7.", "The answer is 7."]
     assert split_steps("a. b. c", ". ") == ["a", "b", "c"]
@@ -154,7 +208,6 @@ def test_a_served_prm(scalar_prm_dir):
         text = reward(prompts=PROBLEMS[:1], completions=COMPLETIONS[:1])
     expected = local.score_examples([text_example(PROBLEMS[0], split_steps(COMPLETIONS[0]))])[0]
     assert text == pytest.approx([min(expected)], rel=1e-4)
-    assert reward.prm.scores_text
 
 
 @pytest.mark.extra

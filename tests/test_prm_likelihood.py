@@ -234,16 +234,23 @@ def test_trajectory_report_takes_a_likelihood_prm(trained):
     assert report["targets"]["auroc"] > 0.9  # the favoured steps score above the others
 
 
-def test_prm_score_takes_it_on_trajectories_and_names_what_it_cannot_score(trained, tmp_path):
+def test_prm_score_takes_it_on_trajectories_and_on_stepwise_text(trained, tmp_path):
+    """On stepwise text it scores the steps as the actions of a `stepwise` episode (as `prm_reward_func` does:
+    tests/test_integrations_rewards.py)."""
+    from proctor.prm.text_scorer import stepwise_episode
+
     prm, test = trained
     res = CliRunner().invoke(app, ["prm", "score", str(prm), str(test)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     trajs = TrajectoryStore.open(test).load()
     assert [len(r["scores"]) for r in rows] == [len(t.steps) for t in trajs]
-    (tmp_path / "steps.json").write_text(json.dumps([{"prompt": "2+2?", "completions": ["4"]}]))
+    (tmp_path / "steps.json").write_text(json.dumps([{"prompt": "2+2?", "completions": ["2+2 = 4.", "4"]}]))
     res = CliRunner().invoke(app, ["prm", "score", str(prm), str(tmp_path / "steps.json")])
-    assert res.exit_code != 0 and "is a likelihood PRM" in res.output
+    assert res.exit_code == 0, res.output
+    scores = json.loads(res.stdout.splitlines()[-1])["scores"]
+    expected = open_scorer(prm).score_trajectories([stepwise_episode("2+2?", ["2+2 = 4.", "4"])])[0]
+    assert scores == pytest.approx(expected, rel=1e-5)
 
 
 def test_one_step_at_lr_1e_6_from_a_bf16_checkpoint_moves_the_weights(tmp_path, bf16_model_dir):

@@ -142,16 +142,17 @@ def _check_prm_folder(model: Path) -> None:
 
 
 def _scorer(model: Path, batch_size: int, device: str, dtype: str, trajectories: bool = False):
-    """The scorer of a PRM folder on `device` in `dtype`; a likelihood PRM only where the data are agent
-    trajectories."""
+    """The scorer of a PRM folder on `device` in `dtype`, of agent trajectories or (`trajectories=False`) of
+    stepwise text by the path `prm_reward_func` takes too (`StepwiseScorer`: a likelihood PRM reads the steps as
+    a `stepwise` episode)."""
     from transformers.utils import logging as hf_logging
 
+    from proctor.prm.text_scorer import StepwiseScorer
     from proctor.search.scorer import load_scorer
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar
-    if not trajectories:
-        _not_likelihood(model, "text steps (stepwise files, ProcessBench)")
-    return load_scorer(str(model), batch_size, device, dtype)
+    scorer = load_scorer(str(model), batch_size, device, dtype)
+    return scorer if trajectories else StepwiseScorer(scorer)
 
 
 def _not_likelihood(model: Path, what: str) -> None:

@@ -33,6 +33,11 @@ INSTRUCTIONS = "Solve the problem step by step, one step per reply, and end with
 ANSWER_PATTERN = r"(?:[Tt]he (?:final )?answer is|Answer:)\s*(?P<a>.+?)\s*$|\\boxed\{(?P<b>[^{}]*)\}"
 
 
+def first_observation(problem: str) -> str:
+    """What the env shows before the first step: the problem, then the instructions."""
+    return f"{problem}\n\n{INSTRUCTIONS}"
+
+
 def normalise_answer(text: str) -> str:
     """Lower case, no spaces or `$`, no trailing period, no thousands separators ("1,000" → "1000")."""
     out = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text.strip().lower())
@@ -120,7 +125,7 @@ class StepwiseTextEnv(TextEnv):
         if task_id not in self.rows:
             raise EnvError(f"stepwise: no task {task_id!r} in {self._spec_kwargs['path']}")
         self.row = self.rows[task_id]
-        return f"{self.row['problem']}\n\n{INSTRUCTIONS}", {"task": self.row["problem"]}
+        return first_observation(self.row["problem"]), {"task": self.row["problem"]}
 
     def _step(self, action: str) -> StepOutcome:
         if self.row is None:

@@ -104,12 +104,10 @@ class PRMHandle:
             scores = iter(self.scorer.score_trajectories(with_steps, prompt) if with_steps else [])
         return [[float(q) for q in next(scores)] if t.steps else [] for t in trajs]
 
-    def score_examples(self, examples: Sequence[Any]) -> list[list[float]]:
-        """The PRM's score of every step of stepwise-text examples (`score_examples`)."""
-        with self._lock:
-            return [[float(q) for q in s] for s in self.scorer.score_examples(list(examples))]
+    def score_text(self, examples: Sequence[Any]) -> list[list[float]]:
+        """The PRM's score of every step of stepwise-text examples, as `proctor prm score` gives them
+        (`proctor.prm.text_scorer.StepwiseScorer`: any PRM, a likelihood PRM through `stepwise` episodes)."""
+        from proctor.prm.text_scorer import StepwiseScorer
 
-    @property
-    def scores_text(self) -> bool:
-        """Whether the PRM has a text interface (`score_examples`: a PRM head, local or served, or one trained on text)."""
-        return hasattr(self.scorer, "score_examples")
+        with self._lock:
+            return StepwiseScorer(self.scorer).score_examples(list(examples))

@@ -20,11 +20,11 @@ What is scored, per completion:
 - **stepwise text** otherwise: the completion's text (conversational: its assistant turns' contents, one per line)
   split into steps by `splitter` (a separator string, default a newline, blank steps dropped; or a function
   text -> steps); the problem is the prompt (conversational: its last user turn's content; or `problem(prompt)`).
-  The PRM scores the steps through its text interface, `score_examples` on `StepwiseExample(problem, steps)`
-  (`PRMScorer` and `RemotePRMScorer`, a PRM head local or served, and `TextStepScorer` for a PRM trained on text). A
-  scorer without one (a likelihood PRM) scores them as a `stepwise` episode: the problem as the task, the steps as its
-  actions, empty observations (`proctor.envs.stepwise_text` records reasoning that way). A completion without a
-  step gets `empty` (0.0 by default).
+  The PRM scores them as `proctor prm score` scores a stepwise file, through the one text path
+  (`proctor.prm.text_scorer.StepwiseScorer`): its text interface, `score_examples` on `StepwiseExample(problem,
+  steps)` (`PRMScorer` and `RemotePRMScorer`, a PRM head local or served, and `TextStepScorer` for a PRM trained on
+  text), or for a likelihood PRM the steps as the actions of a `stepwise` episode, as `proctor.envs.stepwise_text`
+  records reasoning. A completion without a step gets `empty` (0.0 by default).
 
 The reward is the step scores' `aggregate`: `min` (a chain is as good as its worst step, the usual PRM reading),
 `last`, or `mean`. `log_metric("prm/steps", ...)` logs the mean step count of the batch.
@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from proctor.integrations.common import PRMHandle
 from proctor.prompts.render import PromptConfig
-from proctor.trajectory import Step, Trajectory
+from proctor.trajectory import Trajectory
 
 Aggregate = Literal["min", "last", "mean"]
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
@@ -120,17 +120,12 @@ class PRMReward:
         return str(users[-1].get("content") or "") if users else ""
 
     def score_text(self, problems: Sequence[str], steps: Sequence[list[str]]) -> list[list[float]]:
-        """The PRM's score of every step (module docstring: its text interface, else as `stepwise` episodes)."""
+        """The PRM's score of every step (module docstring); [] for a completion without a step."""
         from proctor.prm.text_scorer import text_example
 
         rows = [i for i, s in enumerate(steps) if s]
         out: list[list[float]] = [[] for _ in steps]
-        if not rows:
-            return out
-        if self.prm.scores_text:
-            scored = self.prm.score_examples([text_example(problems[i], steps[i]) for i in rows])
-        else:
-            scored = self.prm.score_trajectories([stepwise_episode(problems[i], steps[i], i) for i in rows])
+        scored = self.prm.score_text([text_example(problems[i], steps[i]) for i in rows]) if rows else []
         for i, q in zip(rows, scored, strict=True):
             out[i] = q
         return out
@@ -162,9 +157,3 @@ def _env_trajectory(env: Any) -> Trajectory | None:
         traj = env.trajectory
     return traj
 
-
-def stepwise_episode(problem: str, steps: Sequence[str], index: int) -> Trajectory:
-    """Reasoning steps as the `stepwise` env records them: the problem as the task, each step an action."""
-    return Trajectory(id=f"text-{index}", env="stepwise", task_id=f"stepwise/{index}", sample=0, task=problem,
-                      split="test", seed=0, agent="trl", success=False, score=0.0, termination="failure",
-                      steps=[Step(observation=problem if i == 0 else "", action=s) for i, s in enumerate(steps)])
