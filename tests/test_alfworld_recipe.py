@@ -170,7 +170,7 @@ def test_the_recipe_runs_end_to_end_at_a_tiny_scale(shared_data, tmp_path):
 
     from proctor.cli import app
     from proctor.envs.versions import env_versions
-    from proctor.pipeline.plan import plan_stages
+    from proctor.pipeline.run import plan_stages
 
     out = tmp_path / "run"
     config = scaled_down(out, data)

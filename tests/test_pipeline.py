@@ -123,7 +123,7 @@ def test_config_errors_name_the_field(tmp_path):
 def test_an_evaluation_row_can_run_on_its_own_panel_within_the_evaluation(tmp_path):
     """A costly row on a fixed panel's first N tasks of the evaluation's split, paired with the rows that run all of
     them; a panel with tasks the evaluation does not run is refused (no pairs), as is a missing file."""
-    from proctor.pipeline.plan import plan_stages
+    from proctor.pipeline.run import plan_stages
 
     T = "household/small/s0/test/0000"
 

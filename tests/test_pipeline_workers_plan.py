@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from proctor.cli import app
 from proctor.pipeline import PipelineConfig, run_pipeline
-from proctor.pipeline.plan import plan_stages
+from proctor.pipeline.run import plan_stages
 from proctor.store import TrajectoryStore
 from test_pipeline import toy_config
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from proctor.cli.config_kinds import wrong_command
 from proctor.cli.options import console, fail, load_yaml_config
 from proctor.cli.root import app
 
@@ -34,14 +35,16 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
 
 
 def print_plan(cfg: Any) -> None:
-    """`--dry-run`: the run's settings, then one line per stage (`proctor.pipeline.plan`); what the run would
-    meet on this machine (the env's data, the model folder, stages already done) as notes."""
+    """`--dry-run`: the run's settings, then each stage (`proctor.pipeline.run.plan_stages`: the loop's own stages)
+    with the command that runs it; what the run would meet on this machine (the env's data, the model folder,
+    stages already done) as notes."""
     from proctor.pipeline.manifest import MANIFEST
-    from proctor.pipeline.plan import plan_stages, split_sizes
+    from proctor.pipeline.run import Pipeline
+    from proctor.pipeline.stage import split_sizes
 
     notes: list[str] = []
     try:
-        sizes: dict[str, int] | None = split_sizes(cfg)
+        sizes: dict[str, int] | None = split_sizes(cfg.env, cfg.env_kwargs)
     except Exception as e:  # noqa: BLE001 - any failure to build the env is reported, not raised
         sizes = None
         notes.append(f"env {cfg.env!r} could not be built here, so task counts are not shown: "
@@ -56,11 +59,17 @@ def print_plan(cfg: Any) -> None:
     kwargs = ", ".join(f"{k}={v}" for k, v in cfg.env_kwargs.items())
     console.print(f"[bold]proctor run[/] {cfg.out}: env {cfg.env}({kwargs}), seed {cfg.seed}, workers {cfg.workers}, "
                   f"{cfg.iterations} iteration(s)", highlight=False, soft_wrap=True)
-    stages = plan_stages(cfg, sizes)
+    launch = cfg.launch
+    if launch.processes > 1 or launch.nodes > 1:
+        console.print(f"training stages ({', '.join(launch.stages)}): {launch.processes} process(es) on each of "
+                      f"{launch.nodes} node(s) under {launch.launcher}", highlight=False, soft_wrap=True)
+    pipeline = Pipeline(cfg, sizes=sizes)
+    stages = pipeline.plan()
     width = max(len(stage.key) for stage in stages)
     for stage in stages:
         mark = "  (done)" if stage.key in done else ""
         console.print(stage.line(width) + mark, highlight=False, soft_wrap=True, markup=False)
+        console.print(f"{'':<{width}}   $ {pipeline.command(stage)}", highlight=False, soft_wrap=True, markup=False)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     console.print(f"{len(stages)} stages; nothing was run (--dry-run)", highlight=False)
@@ -77,6 +86,12 @@ def run_cmd(
                                                "and inputs this run shares are copied from there instead of "
                                                "run (e.g. demos, SFT and rollouts when only the PRM changed)")]
     = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="run only this stage (a key `--dry-run` lists, e.g. "
+                                              "iter-0/sft) and record it in the run's manifest; its inputs must "
+                                              "exist. Under torchrun / accelerate launch every rank runs it")] = None,
+    result_file: Annotated[Path | None, typer.Option("--result-file", hidden=True, help="(set by the loop when it "
+                                                     "launches a stage) write the stage's result here instead of "
+                                                     "recording it")] = None,
 ) -> None:
     """Run (or resume) the iterated loop: demos → SFT → (rollouts → targets → PRM → evaluations → monitor →
     improvement by online DPO or best-of-N distillation) × K; writes summary.json and report.html into the run
@@ -84,6 +99,7 @@ def run_cmd(
     from pydantic import ValidationError
 
     from proctor.pipeline import PipelineConfig, run_pipeline
+    from proctor.pipeline.launch import RankFailure
     from proctor.pipeline.table import result_tables
 
     data = load_yaml_config(config)
@@ -92,16 +108,26 @@ def run_cmd(
     try:
         cfg = PipelineConfig.model_validate(data)
     except ValidationError as e:
-        fail(e, where=str(config))
+        fail(wrong_command(config, data, PipelineConfig) or e, where=str(config))
     if dry_run:
         print_plan(cfg)
         if reuse is not None:
             console.print(f"[yellow]note:[/] --reuse {reuse}: which stages are copied is decided as each stage "
                           "starts (its config is built then)", highlight=False, soft_wrap=True)
         return
+    if stage is not None:
+        from proctor.pipeline.run import run_stage
+
+        try:
+            record = run_stage(cfg, stage, result_file)
+        except (ValueError, FileNotFoundError, RankFailure) as e:
+            fail(e)
+        if result_file is None:
+            print_stage(stage, record)
+        return
     try:
         summary = run_pipeline(cfg, report=print_stage, reuse=reuse)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RankFailure) as e:
         fail(e)
     for table in result_tables(summary):
         console.print(table)

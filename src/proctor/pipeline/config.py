@@ -14,7 +14,7 @@ demonstrations, rollouts, candidate completions, evaluations (search included), 
 rollouts (`improve.workers`, the pipeline's unless set). The task sections (`demos`, `rollout`, `evaluate`, and
 online DPO's `improve`) take the first N tasks of a split, a list of task ids, or a `panel` file of ids (a fixed
 panel; `tasks: N` then takes its first N); each stage's config in `manifest.json` records the ids it ran.
-`proctor run CONFIG --dry-run` prints the stages without running them (`proctor.pipeline.plan`).
+`proctor run CONFIG --dry-run` prints the stages without running them, each with its command (`proctor.pipeline.run`).
 
 The trainer sections (`sft`, `prm`, `improve`, `targets`) are typed: each is made by `section_model` from its
 stage's config class (`SFTConfig`, `PRMTrainConfig` or `LikelihoodPRMConfig` by `prm.kind`, `OnlineDPOConfig` or
@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -52,20 +51,19 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
 
 from proctor.credit.stage import TargetsConfig
+from proctor.pipeline.launch import LaunchSection
 from proctor.pipeline.monitor import MonitorSection
 from proctor.prm.config import DataSection as PRMDataSection
 from proctor.prm.config import ModelSection as PRMModelSection
-from proctor.prm.config import PRMTrainConfig
+from proctor.prm.config import PRMTrainConfig, upgrade_old_fields
 from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
 from proctor.rl.served_policy import GenerationConfig
 from proctor.rl.sft import SFTConfig
 from proctor.rollout.config import check_tasks
-from proctor.training.config import training_argument_names
 
 
 class _Section(BaseModel):
@@ -419,34 +417,19 @@ SFTSection = section_model(
     "SFTSection", SFTConfig, "SFT", "SFT of π0 on the loop's demonstrations (`proctor.rl.sft`).",
     loop={"model": "$model", "data": "$demos", "output_dir": "$out"}, inherit={"seed": SEED})
 
-#: the loop's TrainingArguments for a PRM head (`prm.training` overrides them; the loop sets output_dir)
-HEAD_TRAINING = {"save_strategy": "no", "report_to": [], "disable_tqdm": True, "logging_steps": 10,
-                 "dataloader_pin_memory": False}
-
-
-def _training_arguments(training: dict[str, Any]) -> dict[str, Any]:
-    """`prm.training`'s keys name `transformers.TrainingArguments` fields, but output_dir (the loop's)."""
-    known = training_argument_names() - {"output_dir"}
-    for key, value in training.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, known, 1)
-            problem = ("set by the loop" if key == "output_dir" else "not an argument of transformers."
-                       "TrainingArguments" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ValidationError.from_exception_data("training", [{
-                "type": PydanticCustomError("training_argument", problem), "loc": (key,), "input": value}])
-    return training
-
-
 class _HeadPRM(StageSection):
-    def values(self, cfg: PipelineConfig, folders: Mapping[str, str]) -> dict[str, Any]:
-        out = super().values(cfg, folders)
-        return {**out, "training": {**HEAD_TRAINING, **out["training"]}}
+    @model_validator(mode="before")
+    @classmethod
+    def _old_fields(cls, data: Any) -> Any:
+        """A section written for the earlier PRM trainer (`training:`, `model.dtype`) in today's fields, with a
+        note for each (`proctor.prm.config.upgrade_old_fields`)."""
+        return upgrade_old_fields(data, "prm.") if isinstance(data, dict) else data
 
 
 HeadPRMModel = section_model(
     "HeadPRMModel", PRMModelSection, "the PRM head's model", "The PRM head's backbone and head.", base=_Part,
     refs={"backbone": LoopRef((("$policy", "π_k"), ("$model", "the starting model")), "a model folder or hub name")},
-    defaults={"backbone": "$policy", "dtype": "float32"},
+    defaults={"backbone": "$policy"},
     descriptions={"head": "the head on the backbone (`proctor.prm.heads`)",
                   "reward_tokens": "(bad, good) tokens of the `token` head", "trust_remote_code":
                   "let transformers run the backbone's own modelling code"})
@@ -462,17 +445,14 @@ HeadPRMSection = section_model(
     "HeadPRMSection", PRMTrainConfig, "the PRM head",
     "A PRM head (`proctor prm train`) trained by the loop on π_k's step targets (regression), or on candidate "
     "pairs with `prm_candidates` (Bradley–Terry).", base=_HeadPRM,
-    loop={"data.train": "$targets", "data.trajectories": ["$candidates"], "training.output_dir": "$out"},
+    loop={"data.train": "$targets", "data.trajectories": ["$candidates"], "output_dir": "$out"},
     inherit={"seed": SEED, "loss": ("bce on step targets, bradley_terry on candidate pairs",
                                     lambda cfg: "bradley_terry" if _candidate_pairs(cfg) else "bce")},
     fields={"kind": (Literal["head"], Field(default="head", description="a PRM head (`proctor prm train`; the "
                                             "default)")),
             "model": (HeadPRMModel, Field(default_factory=HeadPRMModel, description="the backbone (default `$policy`: "
                                           "π_k) and its head")),
-            "data": (HeadPRMData, Field(default_factory=HeadPRMData, description="how the targets are read")),
-            "training": (Annotated[dict[str, Any], AfterValidator(_training_arguments)], Field(
-                default_factory=dict, description="transformers.TrainingArguments fields, over the loop's "
-                f"{HEAD_TRAINING} (the loop sets output_dir)"))},
+            "data": (HeadPRMData, Field(default_factory=HeadPRMData, description="how the targets are read"))},
     descriptions={"tokenization": "how steps become tokens (`proctor.prm.tokenize`)", "loss": "the objective "
                   "(`proctor.prm.objectives`)", "packing": "several examples per row (attention kept within "
                   "each)"})
@@ -620,6 +600,9 @@ class PipelineConfig(_Section):
                                          "`improve` section takes its own `generation`")
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
+    launch: LaunchSection = Field(default_factory=LaunchSection, description="how the training stages (SFT, the "
+                                  "PRM, the improvement) run: in this process, or in N processes per node under "
+                                  "torchrun / accelerate launch, on one or several nodes (proctor.pipeline.launch)")
 
     @field_validator(*TRAINER_SECTIONS, mode="wrap")
     @classmethod

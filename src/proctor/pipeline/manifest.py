@@ -75,10 +75,12 @@ class Manifest:
     """The run directory's `manifest.json` (see module docstring)."""
 
     def __init__(self, root: Path, config: dict[str, Any], seed: int, env: str | None = None,
-                 reuse: Path | None = None):
+                 reuse: Path | None = None, write: bool = True):
         """`env`: the run's env, whose packages' versions the environment records too; `reuse`: an earlier run's
-        folder whose matching stages are copied rather than run (module docstring)."""
+        folder whose matching stages are copied rather than run (module docstring); `write`: False in the other
+        processes of a launched stage (the main one records)."""
         self.root = Path(root)
+        self.write = write
         self.path = self.root / MANIFEST
         self.reuse = ReusableRun(Path(reuse), self.root, config.get("out")) if reuse is not None else None
         if self.path.exists():
@@ -99,6 +101,8 @@ class Manifest:
             self._write()
 
     def _write(self) -> None:
+        if not self.write:
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".tmp-{os.getpid()}")
         tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True, default=str))
@@ -119,23 +123,24 @@ class Manifest:
         return rec
 
     def stage(self, key: str, *, iteration: int, inputs: list[Path], outputs: list[Path],
-              config: BaseModel | dict[str, Any], run: Callable[[], T],
-              result: Callable[[T], dict[str, Any]] = lambda _: {}) -> dict[str, Any]:
-        """Run stage `key` unless it is done; returns its record (with `result`'s summary of what it made). A
-        pydantic `config` is recorded with every field of its nested configs (an agent config's own fields, not
-        only those of the base class it is declared as)."""
+              config: BaseModel | dict[str, Any] | None, run: Callable[[], T],
+              result: Callable[[T], dict[str, Any]] = lambda _: {}, command: str | None = None) -> dict[str, Any]:
+        """Run stage `key` unless it is done; returns its record (with `result`'s summary of what it made, and the
+        `command` that runs it by hand). A pydantic `config` is recorded with every field of its nested configs
+        (an agent config's own fields, not only those of the base class it is declared as)."""
         rec = self.done(key)
         if rec is not None:
             return rec
         rec = {"iteration": iteration, "inputs": [self.rel(p) for p in inputs],
                "outputs": [self.rel(p) for p in outputs],
                "config": config.model_dump(mode="json", serialize_as_any=True) if isinstance(config, BaseModel)
-               else config}
+               else config, **({"command": command} if command else {})}
         if self.reuse is not None and self._made_here(rec["inputs"] + self._paths_in(rec["config"])) == []:
             earlier = self.reuse.matching(key, rec)
             if earlier is not None:
                 self.reuse.copy(earlier)
-                self.data["stages"][key] = {**earlier, "config": rec["config"], "reused_from": str(self.reuse.root)}
+                self.data["stages"][key] = {**earlier, **{k: rec[k] for k in ("config", "command") if k in rec},
+                                            "reused_from": str(self.reuse.root)}
                 self._write()
                 log.info("%s: reused from %s", key, self.reuse.root)
                 return self.data["stages"][key]

@@ -1,5 +1,9 @@
-"""`run_pipeline(PipelineConfig)`: the iterated AgentPRM loop, one stage function per step, each recorded
-in `manifest.json` (lineage, resume at stage granularity).
+"""`run_pipeline(PipelineConfig)`: the iterated AgentPRM loop as a plan of stages (`proctor.pipeline.stage`), each
+recorded in `manifest.json` (lineage, resume at stage granularity) with the command that runs it.
+
+`Pipeline.stages` is the one loop: `proctor run` runs its stages, `--dry-run` prints them with their commands,
+and `proctor run RUN/config.yaml --stage KEY` runs one of them, by hand, from a job script or in each process of a
+launcher (the `launch` section: `proctor.pipeline.launch`).
 
 Layout of the run directory:
 
@@ -16,6 +20,8 @@ Layout of the run directory:
     iter-<k>/improve/           online DPO of π_k against Q_k (→ iter-<k+1>/policy)
     monitor.png                 (monitor) success, PRM score and MC re-labels by iteration
     summary.json                the results table of every evaluation, by iteration
+    config.yaml                 the resolved loop config every stage's command reads
+    logs/<stage>/               a launched stage's logs: the launcher's and each rank's
 """
 
 from __future__ import annotations
@@ -23,15 +29,25 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from proctor.pipeline.config import EvalEntry, PipelineConfig, TaskSection
+import yaml
+
+from proctor.pipeline.config import (
+    BonDistillSection,
+    EvalEntry,
+    LikelihoodPRMSection,
+    OnlineDPOSection,
+    PipelineConfig,
+    TaskSection,
+)
 from proctor.pipeline.manifest import Manifest
-from proctor.prm.likelihood import LikelihoodPRMConfig
+from proctor.pipeline.stage import RUN_CONFIG, Stage, describe_agent, describe_tasks, slug, stage_command
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
+from proctor.training.distributed import barrier, is_main_process
 
 log = logging.getLogger(__name__)
 
@@ -54,330 +70,466 @@ def fill(value: Any, policy: Path, prm: Path | None) -> Any:
 
 
 def fresh_stage(work: Path, nxt: Path) -> None:
-    """Start a policy-improvement stage over: remove an interrupted attempt's `work` folder, make `nxt`'s parent."""
-    if work.exists():
-        shutil.rmtree(work)
-    nxt.parent.mkdir(parents=True, exist_ok=True)
+    """Start a policy-improvement stage over: remove an interrupted attempt's `work` folder, make `nxt`'s parent
+    (the main process, while the others wait)."""
+    if is_main_process():
+        if work.exists():
+            shutil.rmtree(work)
+        nxt.parent.mkdir(parents=True, exist_ok=True)
+    barrier()
 
 
 class Pipeline:
-    """The loop of `run_pipeline`, stage by stage (see module docstring)."""
+    """The loop of `run_pipeline` as a sequence of `Stage`s (see module docstring): `stages()` yields them in the
+    loop's order; `plan()` lists them without running any (`proctor run --dry-run`), `run()` runs or resumes them
+    all, and `run_stage(key)` runs one (`proctor run RUN/config.yaml --stage KEY`). Nothing touches the run folder
+    until `run()` or `run_stage()` opens it."""
 
-    def __init__(self, cfg: PipelineConfig, report: Report | None = None, reuse: Path | None = None):
+    def __init__(self, cfg: PipelineConfig, report: Report | None = None, reuse: Path | None = None,
+                 sizes: Mapping[str, int] | None = None):
+        """`sizes`: the env's split sizes ({split: tasks}, `split_sizes`) for the plan's descriptions."""
         self.cfg = cfg
         self.out = cfg.out
         self.report = report or (lambda stage, payload: None)
-        self.manifest = Manifest(self.out, cfg.model_dump(mode="json"), cfg.seed, env=cfg.env, reuse=reuse)
+        self.reuse = reuse
+        self.sizes = sizes
+        self.manifest: Manifest | None = None
         self.results: list[dict[str, Any]] = []
-        self.model_dir: str | None = None  # the starting model, once `model()` has run
+        self.served: Any = None  # the vLLM server of `generation: {engine: vllm}`, once the run is open
         self._split_ids: dict[str, set[str]] = {}
-        self.served = served_generation(cfg) if cfg.generation.engine == "vllm" else None
 
-    # -- generation by a served policy (`generation: {engine: vllm}`) ------------------------------------
+    # -- the run folder -----------------------------------------------------------------------------------------
+    def open(self, served: bool = True) -> Manifest:
+        """Open (or create) the run folder: its manifest, the resolved config every stage's command reads
+        (`RUN/config.yaml`) and, with `generation: {engine: vllm}` and `served`, the served policy's record."""
+        if self.manifest is None:
+            main = is_main_process()
+            self.manifest = Manifest(self.out, self.cfg.model_dump(mode="json"), self.cfg.seed, env=self.cfg.env,
+                                     reuse=self.reuse, write=main)
+            config = self.out / RUN_CONFIG
+            if main and not config.is_file():
+                config.write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
+        if served and self.served is None and self.cfg.generation.engine == "vllm":
+            self.served = served_generation(self.cfg)
+        return self.manifest
+
     def agent(self, value: Any, policy: Path, prm: Path | None = None) -> Any:
         """`value` with `$policy`/`$prm` filled (`fill`); with a served policy, every hf or choice agent of the
         iteration's policy becomes its served counterpart (`ServedPolicy.agent_config`)."""
         filled = fill(value, policy, prm)
         return filled if self.served is None else served_agents(filled, str(policy), self.served)
 
-    def serving(self, policy: Path, run: Callable[[], Any]) -> Callable[[], Any]:
-        """`run`, with the served policy following `policy` first (nothing without a served policy)."""
-        if self.served is None:
-            return run
-
-        def serve_then_run() -> Any:
-            self.served.follow(str(policy))
-            return run()
-
-        return serve_then_run
-
-    def training(self, run: Callable[[], Any]) -> Callable[[], Any]:
-        """`run`, with the vLLM server stopped first (training needs the device's memory; the next stage that
-        samples restarts it)."""
-        if self.served is None:
-            return run
-
-        def stop_then_run() -> Any:
-            self.served.stop()
-            return run()
-
-        return stop_then_run
-
     def resolve_tasks(self, section: TaskSection) -> int | list[str] | None:
-        """The section's tasks as its stage's config takes them (`TaskSection.task_ids`); listed ids (a panel)
-        must be tasks of the section's split."""
+        """The section's tasks as its stage's config takes them (`TaskSection.task_ids`); listed ids (a panel) must
+        be tasks of the section's split (one line naming the first that is not)."""
         tasks = section.task_ids()
-        if isinstance(tasks, list):
-            if section.split not in self._split_ids:
-                from proctor.envs.registry import EnvSpec
-                from proctor.rollout.run import select_tasks
+        if not isinstance(tasks, list):
+            return tasks
+        if section.split not in self._split_ids:
+            from proctor.envs.registry import EnvSpec
+            from proctor.rollout.run import select_tasks
 
-                self._split_ids[section.split] = set(select_tasks(EnvSpec(self.cfg.env, self.cfg.env_kwargs),
-                                                                  section.split, None))
-            missing = [t for t in tasks if t not in self._split_ids[section.split]]
-            if missing:
-                where = f"panel {str(section.panel)!r}" if section.panel is not None else "tasks"
-                raise ValueError(f"{where}: {len(missing)} task ids are not tasks of split {section.split!r} of env "
-                                 f"{self.cfg.env!r}, e.g. {missing[0]!r}")
+            self._split_ids[section.split] = set(select_tasks(EnvSpec(self.cfg.env, self.cfg.env_kwargs),
+                                                              section.split, None))
+        missing = [t for t in tasks if t not in self._split_ids[section.split]]
+        if missing:
+            where = f"panel {str(section.panel)!r}" if section.panel is not None else "tasks"
+            raise ValueError(f"{where}: {len(missing)} task ids are not tasks of split {section.split!r} of env "
+                             f"{self.cfg.env!r}, e.g. {missing[0]!r}")
         return tasks
 
-    # -- stages -----------------------------------------------------------------------------------
-    def model(self) -> str:
-        cfg = self.cfg.model
-        if cfg.path is not None:
-            return cfg.path
-        out = self.out / "model"
+    # -- the stages ---------------------------------------------------------------------------------------------
+    def stages(self) -> Iterator[Stage]:
+        """The loop's stages in order (module docstring): each is built when the one before it has run, from the
+        config alone (no stage reads another's result to decide what comes next)."""
+        cfg = self.cfg
+        model = self.start_model()
+        if cfg.model.tiny is not None:
+            yield self.model_stage()
+        demos = self.out / "demos"
+        yield self.rollout_stage("demos", cfg.demos.agent, cfg.demos, demos, 0, [], None,
+                                 describe_agent(cfg.demos.agent, "π0", None))
+        policy = self.out / "iter-0" / "policy"
+        yield self.sft_stage(model, demos, policy)
+        agent = {**cfg.policy_agent, "model": "$policy"}
+        prm: Path | None = None
+        for k in range(cfg.iterations + 1):
+            pi = f"π{k}"
+            if k < cfg.iterations or cfg.iterations == 0:
+                rollouts = self.out / f"iter-{k}" / "rollouts"
+                yield self.rollout_stage(f"iter-{k}/rollouts", self.agent(agent, policy), cfg.rollout, rollouts, k,
+                                         [policy], policy, describe_agent(agent, pi, None))
+                if cfg.prm_candidates is None:
+                    labelled, pairs_of = self.out / f"iter-{k}" / "targets" / "trajectories", None
+                    yield self.targets_stage(k, rollouts)
+                else:
+                    completer = cfg.prm_candidates.agent or agent
+                    yield self.candidates_stage(k, self.agent(completer, policy), rollouts, policy,
+                                                describe_agent(completer, pi, None))
+                    labelled, pairs_of = self.out / f"iter-{k}" / "candidate-pairs", self.out / f"iter-{k}" / "candidates"
+                    yield self.candidate_pairs_stage(k, pairs_of, labelled)
+                prm = self.out / f"iter-{k}" / "prm"
+                yield self.prm_stage(k, policy, labelled, pairs_of, prm)
+            for entry in cfg.evaluate.entries:
+                if entry.iterations is None or k in entry.iterations:
+                    yield self.eval_stage(k, entry, policy, prm)
+            watched = cfg.monitored_entry() if cfg.monitor is not None else None
+            if watched is not None and prm is not None and (watched.iterations is None or k in watched.iterations):
+                yield self.monitor_stage(k, self.agent(agent, policy), policy, prm, watched)
+            if k < cfg.iterations:
+                assert prm is not None
+                yield self.improve_stage(k, policy, prm)
+                policy = self.out / f"iter-{k + 1}" / "policy"
 
-        def build() -> None:
+    def start_model(self) -> str:
+        """The starting model: `model.path`, or the folder the `model` stage builds the tiny model in."""
+        return self.cfg.model.path if self.cfg.model.path is not None else str(self.out / "model")
+
+    def model_stage(self) -> Stage:
+        out, tiny = self.out / "model", self.cfg.model.tiny
+
+        def build(_: Any) -> None:
             from proctor.models import build_tiny
 
-            build_tiny(out, **{"seed": self.cfg.seed, **(cfg.tiny or {})})
+            build_tiny(out, **{"seed": self.cfg.seed, **(tiny or {})})
 
-        rec = self.manifest.stage("model", iteration=0, inputs=[], outputs=[out / "config.json"], config=cfg.tiny,
-                                  run=build)
-        self.report("model", rec)
-        return str(out)
+        return Stage("model", 0, "build a tiny model", f"tiny {tiny}", out, lambda: tiny, [], [out / "config.json"],
+                     build)
 
-    def rollout(self, key: str, agent: dict[str, Any] | Any, section: Any, out: Path, iteration: int,
-                inputs: list[Path], policy: Path | None = None) -> dict[str, Any]:
+    def rollout_stage(self, key: str, agent: Any, section: TaskSection, out: Path, iteration: int,
+                      inputs: list[Path], policy: Path | None, who: str) -> Stage:
         from proctor.rollout import RolloutConfig, run_rollout
 
-        rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
-                             split=section.split, tasks=self.resolve_tasks(section), samples=section.samples,
-                             batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
-                             step_timeout=self.cfg.step_timeout)
-        rec = self.manifest.stage(key, iteration=iteration, inputs=inputs, outputs=[out / "manifest.json"],
-                                  config=rcfg,
-                                  run=self.serving(policy, lambda: run_rollout(rcfg)) if policy else lambda: run_rollout(rcfg),
-                                  result=lambda r: r.summary.to_dict())
-        self.report(key, rec)
-        return rec
+        def config() -> RolloutConfig:
+            return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
+                                 split=section.split, tasks=self.resolve_tasks(section), samples=section.samples,
+                                 batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
+                                 step_timeout=self.cfg.step_timeout)
 
-    def sft(self, model: str, demos: Path, out: Path) -> None:
+        return Stage(key, iteration, describe_tasks(self.cfg.env, section, self.sizes), who, out, config, inputs,
+                     [out / "manifest.json"], run_rollout, lambda r: r.summary.to_dict(), serves=policy)
+
+    def sft_stage(self, model: str, demos: Path, out: Path) -> Stage:
         from proctor.rl.sft import train_sft
 
-        scfg = self.cfg.sft.stage_config(self.cfg, {"$model": model, "$demos": demos, "$out": out})
-        rec = self.manifest.stage("iter-0/sft", iteration=0, inputs=[demos], outputs=[out / "config.json"],
-                                  config=scfg, run=self.training(lambda: train_sft(scfg)))
-        self.report("sft", rec)
+        start = f"the tiny model ({model})" if self.cfg.model.tiny is not None else model
+        return Stage("iter-0/sft", 0, f"SFT, {self.cfg.sft.steps} steps on the demonstrations", f"{start} → π0", out,
+                     lambda: self.cfg.sft.stage_config(self.cfg, {"$model": model, "$demos": demos, "$out": out}),
+                     [demos], [out / "config.json"], train_sft, trains=True, name="sft")
 
-    def targets(self, k: int, rollouts: Path) -> Path:
+    def targets_stage(self, k: int, rollouts: Path) -> Stage:
         from proctor.credit.stage import run_targets
 
         out = self.out / f"iter-{k}" / "targets"
-        tcfg = self.cfg.targets.stage_config(self.cfg, {"$rollouts": rollouts, "$out": out,
-                                                        "$targets": out / "trajectories"})
-        rec = self.manifest.stage(f"iter-{k}/targets", iteration=k, inputs=[rollouts],
-                                  outputs=[out / "targets.parquet", out / "trajectories" / "manifest.json"],
-                                  config=tcfg, run=lambda: run_targets(tcfg),
-                                  result=lambda s: {key: s.get(key) for key in ("records", "states", "warning")})
-        self.report("targets", rec)
-        return out / "trajectories"
+        params = "".join(f", {key}={value}" for key, value in (self.cfg.targets.params or {}).items())
+        return Stage(f"iter-{k}/targets", k, f"{self.cfg.targets.method} targets of π{k}'s rollouts{params}", "-",
+                     out, lambda: self.cfg.targets.stage_config(self.cfg, {"$rollouts": rollouts, "$out": out,
+                                                                           "$targets": out / "trajectories"}),
+                     [rollouts], [out / "targets.parquet", out / "trajectories" / "manifest.json"], run_targets,
+                     lambda s: {key: s.get(key) for key in ("records", "states", "warning")}, name="targets")
 
-    def candidate_pairs(self, k: int, agent: dict[str, Any], rollouts: Path, inputs: list[Path]) -> tuple[Path, Path]:
-        """Candidate actions at π_k's states, completed by π_k, and their pairs: (pairs folder, completions)."""
-        from proctor.credit.stage import TargetsConfig, run_targets
+    def candidates_stage(self, k: int, agent: Any, rollouts: Path, policy: Path, who: str) -> Stage:
+        """Candidate actions at π_k's states, completed by π_k (`prm_candidates`)."""
         from proctor.rollout import RolloutConfig, run_rollout
 
         section = self.cfg.prm_candidates
         assert section is not None
         comps = self.out / f"iter-{k}" / "candidates"
-        rcfg = RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
-                             batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
-                             step_timeout=self.cfg.step_timeout,
-                             start={"source": rollouts, "prefix_lengths": "states", "completions": section.completions,
-                                    "per_source": section.per_source,
-                                    "candidates": {"seed": self.cfg.seed, **section.candidates}})
-        rec = self.manifest.stage(f"iter-{k}/candidates", iteration=k, inputs=inputs + [rollouts],
-                                  outputs=[comps / "manifest.json"], config=rcfg,
-                                  run=self.serving(inputs[0], lambda: run_rollout(rcfg)),
-                                  result=lambda r: r.summary.to_dict())
-        self.report(f"iter-{k}/candidates", rec)
-        out = self.out / f"iter-{k}" / "candidate-pairs"
-        tcfg = TargetsConfig(method="candidate-pairs", params={"gamma": section.gamma, "margin": section.margin},
-                             input=comps, out=out, split="keep")
-        rec = self.manifest.stage(f"iter-{k}/candidate-pairs", iteration=k, inputs=[comps],
-                                  outputs=[out / "targets.parquet"], config=tcfg,
-                                  run=lambda: run_targets(tcfg),
-                                  result=lambda s: {key: s.get(key) for key in ("records", "warning")})
-        self.report("candidate-pairs", rec)
-        if not rec["result"]["records"]:
-            raise ValueError(f"{out}: no candidate pairs (no two candidates of a state differ by the margin "
-                             f"{section.margin}; {rec['result']['warning'] or ''}): roll out more tasks or states")
-        return out, comps
 
-    def prm(self, k: int, policy: Path, labelled: Path, pairs_of: Path | None = None) -> Path:
-        """Q_k on `policy`: regression on the targets of the trajectories in `labelled`, or, with `pairs_of`
-        (the candidates' completions), Bradley–Terry on the pairs in `labelled`. The `prm` section may name the
-        starting model (`$model`), the loop's demonstrations (`$demos`) and the iteration's rollouts, with their
-        targets (`$rollouts`)."""
+        def config() -> RolloutConfig:
+            return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
+                                 batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
+                                 step_timeout=self.cfg.step_timeout,
+                                 start={"source": rollouts, "prefix_lengths": "states",
+                                        "completions": section.completions, "per_source": section.per_source,
+                                        "candidates": {"seed": self.cfg.seed, **section.candidates}})
+
+        return Stage(f"iter-{k}/candidates", k, f"candidate actions at {section.per_source or 'all'} states of each "
+                     f"rollout, {section.completions} completions each", who, comps, config, [policy, rollouts],
+                     [comps / "manifest.json"], run_rollout, lambda r: r.summary.to_dict(), serves=policy)
+
+    def candidate_pairs_stage(self, k: int, comps: Path, out: Path) -> Stage:
+        """The candidates' Bradley–Terry pairs; none at all is an error naming the margin."""
+        from proctor.credit.stage import TargetsConfig, run_targets
+
+        section = self.cfg.prm_candidates
+        assert section is not None
+
+        def pairs(tcfg: TargetsConfig) -> dict[str, Any]:
+            summary = run_targets(tcfg)
+            if not summary.get("records"):
+                raise ValueError(f"{out}: no candidate pairs (no two candidates of a state differ by the margin "
+                                 f"{section.margin}; {summary.get('warning') or ''}): roll out more tasks or states")
+            return summary
+
+        return Stage(f"iter-{k}/candidate-pairs", k, f"Bradley–Terry pairs at margin {section.margin}", "-", out,
+                     lambda: TargetsConfig(method="candidate-pairs", input=comps, out=out, split="keep",
+                                           params={"gamma": section.gamma, "margin": section.margin}),
+                     [comps], [out / "targets.parquet"], pairs,
+                     lambda s: {key: s.get(key) for key in ("records", "warning")}, name="candidate-pairs")
+
+    def prm_stage(self, k: int, policy: Path, labelled: Path, pairs_of: Path | None, out: Path) -> Stage:
+        """Q_k on `policy`: a PRM head on the targets of the trajectories in `labelled` (or Bradley–Terry on the
+        pairs in `labelled`, with `pairs_of` the candidates' completions), or the likelihood PRM from π_k. The
+        `prm` section may name the starting model (`$model`), the loop's demonstrations (`$demos`) and the
+        iteration's rollouts with their targets (`$rollouts`)."""
+        folders = {"$policy": policy, "$model": self.start_model(), "$demos": self.out / "demos",
+                   "$rollouts": labelled, "$targets": labelled, "$candidates": pairs_of, "$out": out}
+        pi, name, section = f"π{k}", f"Q{k}", self.cfg.prm
+
+        def config() -> Any:
+            return section.stage_config(self.cfg, folders)
+
+        if isinstance(section, LikelihoodPRMSection):
+            from proctor.prm.likelihood import LIKELIHOOD_FILE, train_likelihood_prm
+
+            anchor = {"$demos": "the demonstrations", "$rollouts": f"{pi}'s rollouts"}.get(
+                str(section.anchor), str(section.anchor))
+            what = f"likelihood PRM, {section.steps} steps" + (f", anchored on {anchor}" if section.anchor else "")
+            return Stage(f"iter-{k}/prm", k, what, f"{pi} → {name}", out, config, [policy, labelled],
+                         [out / LIKELIHOOD_FILE], train_likelihood_prm,
+                         lambda r: {"first_loss": r["curve"][0]["loss"], "last_loss": r["curve"][-1]["loss"],
+                                    "examples": r["examples"]}, trains=True, name="prm")
         from proctor.prm.trainer import train_prm
 
-        out = self.out / f"iter-{k}" / "prm"
-        pcfg = self.cfg.prm.stage_config(self.cfg, {
-            "$policy": policy, "$model": self.model_dir, "$demos": self.out / "demos", "$rollouts": labelled,
-            "$targets": labelled, "$candidates": pairs_of, "$out": out})
-        if isinstance(pcfg, LikelihoodPRMConfig):
-            return self.likelihood_prm(k, pcfg, policy, labelled, out)
-
-        def train() -> list[float]:
-            _, _, trainer = train_prm(pcfg)
-            losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-            (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
+        def train(pcfg: Any) -> list[float]:
+            losses = [record["loss"] for record in train_prm(pcfg).curve]
+            if is_main_process():
+                (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
             return losses
 
-        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k,
-                                  inputs=[Path(pcfg.model.backbone), labelled, *([pairs_of] if pairs_of else [])],
-                                  outputs=[out / "train_log.json"], config=pcfg,
-                                  run=self.training(train), result=lambda losses: {"first_loss": losses[0] if losses else None,
-                                                                    "last_loss": losses[-1] if losses else None})
-        self.report("prm", rec)
-        return out
+        backbone = str(folders.get(section.model.backbone, section.model.backbone))
+        start = {"$policy": pi, "$model": self.start_model()}.get(section.model.backbone, section.model.backbone)
+        return Stage(f"iter-{k}/prm", k, f"PRM head ({section.model.head}, loss {section.loss or 'default'})",
+                     f"{start} → {name}", out, config, [Path(backbone), labelled, *([pairs_of] if pairs_of else [])],
+                     [out / "train_log.json"], train,
+                     lambda losses: {"first_loss": losses[0] if losses else None,
+                                     "last_loss": losses[-1] if losses else None}, trains=True, name="prm")
 
-    def likelihood_prm(self, k: int, lcfg: LikelihoodPRMConfig, policy: Path, labelled: Path, out: Path) -> Path:
-        """Q_k = σ(β·log π_θ(a|s) + b) from `policy` (`proctor.prm.likelihood`), on the targets in `labelled`,
-        reading states with the policy agent's prompt (`lcfg`, from the `prm` section)."""
-        from proctor.prm.likelihood import LIKELIHOOD_FILE, train_likelihood_prm
-
-        rec = self.manifest.stage(f"iter-{k}/prm", iteration=k, inputs=[policy, labelled],
-                                  outputs=[out / LIKELIHOOD_FILE], config=lcfg,
-                                  run=self.training(lambda: train_likelihood_prm(lcfg)),
-                                  result=lambda r: {"first_loss": r["curve"][0]["loss"],
-                                                    "last_loss": r["curve"][-1]["loss"], "examples": r["examples"]})
-        self.report("prm", rec)
-        return out
-
-    def evaluate(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> dict[str, Any]:
-        out = self.out / f"iter-{k}" / "eval" / _slug(entry.name)
-        section = entry.section(self.cfg.evaluate)
-        tasks = self.resolve_tasks(section)
-        if entry.tasks is not None and entry.panel is None:  # the first N of the evaluation's tasks
-            tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
+    def eval_stage(self, k: int, entry: EvalEntry, policy: Path, prm: Path | None) -> Stage:
         from proctor.evaluation import EvalConfig, run_eval
 
-        method = {"agent": self.agent(entry.agent, policy, prm)} if entry.agent is not None else {
-            "search": self.agent(entry.search, policy, prm)}
-        ecfg = EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
-                          split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
-                          seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
-                          prm=prm if "$prm" not in json.dumps(entry.agent or entry.search) else None)
-        rec = self.manifest.stage(f"iter-{k}/eval/{_slug(entry.name)}", iteration=k, inputs=[policy] + ([prm] if prm else []),
-                                  outputs=[out / "summary.json"], config=ecfg,
-                                  run=self.serving(policy, lambda: run_eval(ecfg).summary), result=_headline)
-        row = {"iteration": k, "policy": entry.name, **rec["result"], "dir": self.manifest.rel(out)}
-        self.results.append(row)
-        self.report("eval", row)
-        return row
+        out = self.out / f"iter-{k}" / "eval" / slug(entry.name)
+        section = entry.section(self.cfg.evaluate)
+        given = entry.agent if entry.agent is not None else entry.search
+        if prm is None and "$prm" in json.dumps(given):
+            raise ValueError(f"evaluation {entry.name!r} names $prm, but no PRM is trained before it")
 
-    def monitor(self, k: int, agent: dict[str, Any], policy: Path, prm: Path) -> dict[str, Any]:
+        def config() -> EvalConfig:
+            tasks = self.resolve_tasks(section)
+            if entry.tasks is not None and entry.panel is None:  # the first N of the evaluation's tasks
+                tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
+            method = {"agent": self.agent(entry.agent, policy, prm)} if entry.agent is not None else {
+                "search": self.agent(entry.search, policy, prm)}
+            return EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
+                              split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
+                              seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
+                              prm=prm if "$prm" not in json.dumps(given) else None)
+
+        runs = f"evaluate {entry.name!r} on " + describe_tasks(self.cfg.env, section, self.sizes,
+                                                                first=None if entry.panel else entry.tasks)
+        return Stage(f"iter-{k}/eval/{slug(entry.name)}", k, runs,
+                     describe_agent(given, f"π{k}", f"Q{k}" if prm is not None else None), out, config,
+                     [policy] + ([prm] if prm else []), [out / "summary.json"], lambda c: run_eval(c).summary,
+                     _headline, serves=policy, name="eval")
+
+    def monitor_stage(self, k: int, agent: dict[str, Any], policy: Path, prm: Path, watched: EvalEntry) -> Stage:
         """The reward-hacking monitor on iteration k's evaluation of the policy (`proctor.pipeline.monitor`)."""
         from proctor.pipeline.monitor import relabel
 
         cfg = self.cfg.monitor
         assert cfg is not None
-        scored = self.out / f"iter-{k}" / "eval" / _slug(self.cfg.monitored_entry().name) / "scored"
+        scored = self.out / f"iter-{k}" / "eval" / slug(watched.name) / "scored"
         out = self.out / f"iter-{k}" / "monitor"
-        rec = self.manifest.stage(f"iter-{k}/monitor", iteration=k, inputs=[scored, policy, prm],
-                                  outputs=[out / "manifest.json"], config=cfg,
-                                  run=self.serving(policy, lambda: relabel(
-                                      scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent,
-                                      cfg=cfg, seed=self.cfg.seed, workers=self.cfg.workers,
-                                      step_timeout=self.cfg.step_timeout)),
-                                  result=lambda r: r)
-        row = {"iteration": k, **rec["result"]}
-        self.report("monitor", row)
-        return row
+        return Stage(f"iter-{k}/monitor", k, f"MC re-labels of {cfg.states} actions of {watched.name!r}, "
+                     f"{cfg.completions} completions each", f"π{k} completes; Q{k} scored", out, lambda: cfg,
+                     [scored, policy, prm], [out / "manifest.json"],
+                     lambda c: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent,
+                                       cfg=c, seed=self.cfg.seed, workers=self.cfg.workers,
+                                       step_timeout=self.cfg.step_timeout), lambda r: r, serves=policy,
+                     name="monitor")
 
-    def improve(self, k: int, policy: Path, prm: Path) -> Path:
+    def improve_stage(self, k: int, policy: Path, prm: Path) -> Stage:
         """π_{k+1} from π_k and Q_k: online DPO (`improve.method: online-dpo`, the default) or best-of-N
         distillation (`bon-distill`)."""
         work = self.out / f"iter-{k}" / "improve"
         nxt = self.out / f"iter-{k + 1}" / "policy"
-        # `$rollouts`: π_k's rollouts of this iteration, already made for Q_k
-        dcfg = self.cfg.improve.stage_config(self.cfg, {"$policy": policy, "$prm": prm, "$out": work,
-                                                        "$rollouts": self.out / f"iter-{k}" / "rollouts"})
-        if isinstance(dcfg, BonDistillConfig):
-            train = self._bon_distill(dcfg, work, nxt)
-        else:
-            assert isinstance(dcfg, OnlineDPOConfig)
-            train = self._online_dpo(k, dcfg, policy, work, nxt)
-        inputs = [policy, prm] + ([Path(dcfg.states_from)] if dcfg.states_from is not None else [])
-        rec = self.manifest.stage(f"iter-{k}/improve", iteration=k, inputs=inputs,
-                                  outputs=[nxt / "config.json"], config=dcfg, run=self.training(train),
-                                  result=lambda r: r)
-        self.report("improve", rec)
-        return nxt
+        pi, name, improve = f"π{k}", f"Q{k}", self.cfg.improve
+        rollouts = self.out / f"iter-{k}" / "rollouts"  # `$rollouts`: π_k's rollouts, already made for Q_k
 
-    def _online_dpo(self, k: int, dcfg: OnlineDPOConfig, policy: Path, work: Path, nxt: Path
-                    ) -> Callable[[], dict[str, Any]]:
+        def config() -> Any:
+            return improve.stage_config(self.cfg, {"$policy": policy, "$prm": prm, "$out": work,
+                                                   "$rollouts": rollouts})
+
+        if isinstance(improve, BonDistillSection):
+            train = self._bon_distill(work, nxt)
+            states = {"$rollouts": f"{pi}'s rollouts"}.get(str(improve.states_from), str(improve.states_from))
+            init = {"$prm": f"{name}'s LM", "$policy": pi}.get(str(improve.init), str(improve.init or pi))
+            what = (f"best-of-{improve.n} distillation into {init}, {improve.epochs} epochs on up to "
+                    f"{improve.max_states or 'all'} states of {states}")
+        else:
+            assert isinstance(improve, OnlineDPOSection)
+            train = self._online_dpo(k, policy, work, nxt)
+            tasks = improve.values(self.cfg, {}).get("tasks")
+            tasks = ("all" if tasks is None else f"{len(tasks)}" + (f" of panel {improve.panel}" if improve.panel
+                                                                   else " listed") if isinstance(tasks, list)
+                     else f"the first {tasks}")
+            states = f", iteration 1's states from {improve.states_from}" if improve.states_from else ""
+            what = (f"online DPO, {improve.iterations} iteration(s) of {improve.rollouts_per_task} rollout(s) "
+                    f"on {self.cfg.env} {improve.split} tasks: {tasks}{states}")
+        states_from = improve.states_from
+        inputs = [policy, prm] + ([rollouts if str(states_from) == "$rollouts" else Path(states_from)]
+                                  if states_from is not None else [])
+        return Stage(f"iter-{k}/improve", k, what, f"{pi} against {name} → π{k + 1}", nxt, config, inputs,
+                     [nxt / "config.json"], train, lambda r: r, trains=True, name="improve")
+
+    def _online_dpo(self, k: int, policy: Path, work: Path, nxt: Path) -> Callable[[OnlineDPOConfig], dict[str, Any]]:
         from proctor.rl.online_dpo import NoPreferencePairs, train_online_dpo
 
-        def train() -> dict[str, Any]:
+        def train(dcfg: OnlineDPOConfig) -> dict[str, Any]:
             fresh_stage(work, nxt)
             try:
                 result = train_online_dpo(dcfg)
             except NoPreferencePairs as e:  # the PRM prefers nothing: π_{k+1} is π_k, and the record says so
                 log.warning("iteration %d: online DPO skipped, π_%d = π_%d: %s", k, k + 1, k, e)
-                shutil.copytree(policy, nxt, dirs_exist_ok=True)
+                if is_main_process():
+                    shutil.copytree(policy, nxt, dirs_exist_ok=True)
                 return {"skipped": str(e)}
-            shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
+            if is_main_process():
+                shutil.copytree(result.policy_dir, nxt, dirs_exist_ok=True)
             return {"iterations": result.iterations}
 
         return train
 
-    def _bon_distill(self, dcfg: BonDistillConfig, work: Path, nxt: Path) -> Callable[[], dict[str, Any]]:
+    def _bon_distill(self, work: Path, nxt: Path) -> Callable[[BonDistillConfig], dict[str, Any]]:
         from proctor.rl.bon_distill import METRICS_FILE, train_bon_distill
 
-        def train() -> dict[str, Any]:
+        def train(dcfg: BonDistillConfig) -> dict[str, Any]:
             fresh_stage(work, nxt)
-            shutil.copytree(train_bon_distill(dcfg), nxt, dirs_exist_ok=True)
+            student = train_bon_distill(dcfg)
+            if not is_main_process():
+                return {}
+            shutil.copytree(student, nxt, dirs_exist_ok=True)
             metrics = json.loads((work / METRICS_FILE).read_text())
             return {key: metrics[key] for key in ("states", "mean_top_target", "curve", "seconds")}
 
         return train
 
-    # -- the loop ----------------------------------------------------------------------------------
+    # -- running them ---------------------------------------------------------------------------------------
+    def plan(self) -> list[Stage]:
+        """Every stage, in order, without running any (`proctor run --dry-run`)."""
+        return list(self.stages())
+
+    def launched(self, stage: Stage) -> bool:
+        """Whether `stage` runs in launched processes (`launch`), rather than in this one."""
+        return stage.trains and self.cfg.launch.launches(stage.name)
+
+    def command(self, stage: Stage) -> str:
+        """The exact command that runs `stage` (under its launcher when it is launched)."""
+        return stage_command(self.out, stage.key, self.cfg.launch.words() if self.launched(stage) else None)
+
+    def execute(self, stage: Stage, launched: bool | None = None) -> dict[str, Any]:
+        """Run `stage` unless the manifest records it done (copy it from `reuse` when that run has it): a stage
+        that samples from π_k has the served policy follow π_k first; a training stage has it stopped first and,
+        when `launch` says so, runs under the launcher. Returns the stage's record."""
+        manifest = self.open()
+        if manifest.done(stage.key) is not None:
+            return manifest.stage(stage.key, iteration=stage.iteration, inputs=[], outputs=[], config=None,
+                                  run=lambda: None)
+        launched = self.launched(stage) if launched is None else launched
+        config = stage.config()
+        run, result = (lambda: stage.run(config)), stage.result
+        if launched:
+            run, result = (lambda: self.launch(stage)), (lambda r: r)
+        if stage.trains:  # a trainer refuses a non-empty folder: an interrupted attempt's is removed first
+            inner_train = run
+
+            def run() -> Any:
+                if is_main_process() and stage.out.exists():
+                    shutil.rmtree(stage.out)
+                barrier()
+                return inner_train()
+        if self.served is not None and stage.trains:
+            served, inner = self.served, run
+
+            def run() -> Any:  # training needs the device's memory; the next stage that samples restarts it
+                served.stop()
+                return inner()
+        elif self.served is not None and stage.serves is not None:
+            served, inner, policy = self.served, run, stage.serves
+
+            def run() -> Any:
+                served.follow(str(policy))
+                return inner()
+        return manifest.stage(stage.key, iteration=stage.iteration, inputs=stage.inputs, outputs=stage.outputs,
+                              config=config, run=run, result=result, command=self.command(stage))
+
+    def launch(self, stage: Stage) -> dict[str, Any]:
+        """Run `stage` in the processes `launch` asks for; returns the result its main process wrote."""
+        from proctor.pipeline.launch import run_launched
+
+        logs = self.out / "logs" / slug(stage.key)
+        args = ["run", str(self.out / RUN_CONFIG), "--stage", stage.key]
+        if self.cfg.launch.nodes > 1:
+            from proctor.pipeline.nodes import run_on_nodes
+
+            return run_on_nodes(self.cfg.launch, stage.key, args, logs, logs / "result.json")
+        return run_launched(stage.key, self.cfg.launch.words(), args, logs, logs / "result.json")
+
     def run(self) -> dict[str, Any]:
+        """Run (or resume) every stage; returns the summary (also `RUN/summary.json`)."""
         import proctor.search  # noqa: F401  (registers the search agent kinds evaluations may name)
 
         quiet_library_progress()
-        cfg = self.cfg
-        model = self.model_dir = self.model()
-        demos = self.out / "demos"
-        self.rollout("demos", cfg.demos.agent, cfg.demos, demos, 0, [])
-        policy = self.out / "iter-0" / "policy"
-        self.sft(model, demos, policy)
-        agent = {**cfg.policy_agent, "model": "$policy"}
-        prm: Path | None = None
+        self.open()
         monitor: list[dict[str, Any]] = []
-        for k in range(cfg.iterations + 1):
-            if k < cfg.iterations or cfg.iterations == 0:
-                rollouts = self.out / f"iter-{k}" / "rollouts"
-                self.rollout(f"iter-{k}/rollouts", self.agent(agent, policy), cfg.rollout, rollouts, k, [policy],
-                             policy)
-                if cfg.prm_candidates is None:
-                    prm = self.prm(k, policy, self.targets(k, rollouts))
-                else:
-                    completer = cfg.prm_candidates.agent or agent
-                    pairs, comps = self.candidate_pairs(k, self.agent(completer, policy), rollouts, [policy])
-                    prm = self.prm(k, policy, pairs, pairs_of=comps)
-            for entry in cfg.evaluate.entries:
-                if entry.iterations is None or k in entry.iterations:
-                    self.evaluate(k, entry, policy, prm)
-            watched = cfg.monitored_entry() if cfg.monitor is not None else None
-            if watched is not None and prm is not None and (watched.iterations is None or k in watched.iterations):
-                monitor.append(self.monitor(k, self.agent(agent, policy), policy, prm))
-            if k < cfg.iterations:
-                policy = self.improve(k, policy, prm)
+        for stage in self.stages():
+            rec = self.execute(stage)
+            if stage.name == "eval":
+                row = {"iteration": stage.iteration, "policy": rec["config"]["name"], **rec["result"],
+                       "dir": self.manifest.rel(stage.out)}
+                self.results.append(row)
+                self.report("eval", row)
+            elif stage.name == "monitor":
+                row = {"iteration": stage.iteration, **rec["result"]}
+                monitor.append(row)
+                self.report("monitor", row)
+            else:
+                self.report(stage.name, rec)
         if monitor:
             from proctor.evaluation.plots import monitor_png
 
             monitor_png(monitor, self.out / "monitor.png")
         paired_with_first(self.results, self.out)
-        summary = {"env": cfg.env, "seed": cfg.seed, "results": self.results, "monitor": monitor,
+        summary = {"env": self.cfg.env, "seed": self.cfg.seed, "results": self.results, "monitor": monitor,
                    "stages_seconds": {key: rec["seconds"] for key, rec in self.manifest.data["stages"].items()}}
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return summary
+
+    def run_stage(self, key: str, result_file: Path | None = None) -> dict[str, Any]:
+        """Run the one stage `key` in this process (and, under a launcher, in each of its ranks). Its inputs must
+        exist. With `result_file` (the orchestrator launched it) the main process writes the stage's result there
+        and the orchestrator records it; without, the main process records it in the run's manifest."""
+        import proctor.search  # noqa: F401  (registers the search agent kinds evaluations may name)
+
+        quiet_library_progress()
+        plan = self.plan()
+        stage = next((s for s in plan if s.key == key), None)
+        if stage is None:
+            raise ValueError(f"no stage {key!r} in this run; its stages are: {', '.join(s.key for s in plan)}")
+        missing = [p for p in stage.inputs if not Path(p).exists()]
+        if missing:
+            raise FileNotFoundError(f"stage {key}: its input {missing[0]} is not there yet; run the stages before it "
+                                    f"first (`proctor run {self.out / RUN_CONFIG} --dry-run` lists them)")
+        self.open(served=result_file is None)
+        if result_file is None:
+            return self.execute(next(s for s in self.stages() if s.key == key), launched=False)
+        value = stage.run(stage.config())
+        if not is_main_process():
+            return {}
+        result = stage.result(value)
+        result_file.write_text(json.dumps(result, default=str))
+        return result
 
 
 def run_pipeline(cfg: PipelineConfig, report: Report | None = None, reuse: Path | None = None) -> dict[str, Any]:
@@ -387,6 +539,22 @@ def run_pipeline(cfg: PipelineConfig, report: Report | None = None, reuse: Path 
     pipeline = Pipeline(cfg, report, reuse)
     try:
         return pipeline.run()
+    finally:
+        if pipeline.served is not None:
+            pipeline.served.stop()
+
+
+def plan_stages(cfg: PipelineConfig, sizes: Mapping[str, int] | None = None) -> list[Stage]:
+    """The stages `run_pipeline(cfg)` runs, in order, without running any; `sizes` (`split_sizes`) adds the splits'
+    task counts to their descriptions."""
+    return Pipeline(cfg, sizes=sizes).plan()
+
+
+def run_stage(cfg: PipelineConfig, key: str, result_file: Path | None = None) -> dict[str, Any]:
+    """Run stage `key` of the loop `cfg` describes (`Pipeline.run_stage`)."""
+    pipeline = Pipeline(cfg)
+    try:
+        return pipeline.run_stage(key, result_file)
     finally:
         if pipeline.served is not None:
             pipeline.served.stop()
@@ -444,10 +612,6 @@ def quiet_library_progress() -> None:
 
     hf_logging.disable_progress_bar()
     datasets.disable_progress_bars()
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "policy"
 
 
 def _headline(summary: dict[str, Any]) -> dict[str, Any]:
