@@ -9,9 +9,12 @@ env and PRM compute for the same episodes, replayed and scored afresh, and that 
 
 from __future__ import annotations
 
+import ast
 import inspect
+import logging
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,7 @@ from proctor.models import CHAT_TEMPLATE
 from proctor.prompts.render import ADMISSIBLE_HEADER, PromptConfig
 
 SMALL = {"preset": "small", "max_steps": 3}
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
 SMOLLM2 = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "smollm2-135m-instruct"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -140,6 +144,63 @@ def test_unfinished_episode_and_rollouts_without_a_dataset():
     env.reset()
     assert env.env.task_id == factory.tasks[1]
     assert env.get_reward() == 0.0 and env.trajectory.steps == []
+
+
+def headline_reward() -> dict:
+    """The `reward=` of docs/integrations.md's headline example (the `EnvironmentFactory` call of its first Python
+    block)."""
+    block = re.search(r"```python\n(.*?)```", DOCS.read_text(), re.DOTALL).group(1)
+    call = next(n for n in ast.walk(ast.parse(block))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "EnvironmentFactory")
+    return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "reward"))
+
+
+def test_the_headline_shaping_ranks_episodes_the_model_ended(scalar_prm_dir):
+    """The docs' headline TRL reward gives GRPO a signal where an early policy is: episodes of one task that the
+    model ended before the env did (it stopped calling `act`: a failure) get different rewards (`potential`
+    shaping gave every one of them 0), and a won episode still gets more than any failure."""
+    reward = {**headline_reward(), "prm": str(scalar_prm_dir), "prm_device": "cpu"}
+    factory = EnvironmentFactory("household", {"preset": "small", "max_steps": 20, "expert_hints": True},
+                                 reward=reward)
+    row = factory.dataset(1)[0]
+    failed = []
+    for actions in (["look"], ["inventory"], ["look", "inventory"], ["inventory", "look", "look"]):
+        env = factory()
+        env.reset(**row)
+        for action in actions:
+            env.act(action)
+        failed.append(env.get_reward())
+        assert env.trajectory.termination == "failure"
+    assert len({round(r, 9) for r in failed}) > 1, failed
+    env = factory()
+    env.reset(**row)
+    while not env.env.done:
+        env.act(env.env.expert_action())
+    assert env.get_reward() > max(failed) and env.trajectory.success
+
+
+def test_a_batch_with_one_reward_is_warned_once(caplog):
+    """When every episode of a batch (as TRL runs one: every env reset, then every reward asked) gets the same
+    reward, GRPO learns nothing from it: one warning line, once; a batch whose rewards differ is not warned."""
+    factory = EnvironmentFactory("household", {"preset": "small", "max_steps": 20, "expert_hints": True})
+    envs, rows = [factory() for _ in range(3)], factory.dataset(3)
+
+    def batch(win: bool) -> list[float]:
+        for env, row in zip(envs, rows, strict=True):
+            env.reset(**row)
+            env.act("look")
+        while win and not envs[0].env.done:
+            envs[0].act(envs[0].env.expert_action())
+        return [env.get_reward() for env in envs]
+
+    with caplog.at_level(logging.WARNING, logger="proctor.integrations.trl"):
+        assert batch(win=True) == [1.0, 0.0, 0.0]
+        assert not caplog.records
+        assert batch(win=False) == [0.0, 0.0, 0.0]
+        assert batch(win=False) == [0.0, 0.0, 0.0]
+    assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]
+    message = caplog.records[0].getMessage()
+    assert "\n" not in message and message.startswith("all 3 episodes of a batch got the same reward (0)")
 
 
 def test_prm_shapings_are_the_scorers(scalar_prm_dir):

@@ -4,7 +4,7 @@ On one GPU, generating with vLLM colocated with training (pip install -e ".[trl]
 
     TRL_EXPERIMENTAL_SILENCE=1 python examples/trl/grpo_household.py \\
         --model Qwen/Qwen2.5-0.5B-Instruct --env household --env-kwargs '{"max_steps": 20}' \\
-        --prm runs/quickstart/prm --shaping potential \\
+        --prm runs/quickstart/prm --shaping last --prm-weight 0.5 \\
         --use-vllm --vllm-mode colocate --max-steps 200 --out runs/trl-grpo
 
 On several GPUs, `accelerate launch --num_processes N examples/trl/grpo_household.py ...` with the same arguments;
@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--outcome", choices=["reward", "success", "score"], default="reward")
     p.add_argument("--prm", default=None, help="a proctor PRM folder, to shape the reward with")
     p.add_argument("--shaping", choices=["none", "sum", "min", "last", "potential"], default="none",
-                   help="how the PRM's step scores enter the reward (potential keeps the optimal policy)")
+                   help="how the PRM's step scores enter the reward: last ranks failed episodes by how far they got; "
+                        "potential keeps the optimal policy but gives every failed episode 0 (docs/integrations.md)")
     p.add_argument("--prm-weight", type=float, default=1.0)
     p.add_argument("--gamma", type=float, default=1.0)
     p.add_argument("--hide-admissible", action="store_true", help="do not list the admissible commands")

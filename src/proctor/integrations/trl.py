@@ -11,7 +11,9 @@ What this module relies on, read from `trl/trainer/grpo_trainer.py` of that rele
   turn, with the `task_id` and `seed` the env is reset to: TRL repeats each row `num_generations` times, so all
   rollouts of a GRPO group start from the same state, as GRPO's group baseline requires.
 - After the rollout TRL calls `get_reward()` once, and adds it (weight 1, logged under the class name
-  `ProctorTRLEnv`) to the other reward functions, if any.
+  `ProctorTRLEnv`) to the other reward functions, if any. TRL resets every env of a generation batch before it
+  rolls them out, so the envs of one factory see batches: when every episode of one got the same reward, GRPO's
+  advantages are all 0, and `RewardWatch` logs one warning line (once).
 - The tokenizer's chat template must render a full tool-calling exchange (`trl.chat_template_utils.
   supports_tool_calling`), be prefix-preserving, and the tokenizer needs a response parser for tool calls: for
   ChatML tokenizers (proctor's tiny models, SmolLM2) `prepare_tokenizer` installs proctor's
@@ -43,8 +45,10 @@ more), `min` punishes exploration that passes one low-scored state, and `last` i
 without Φ(terminal) = 0, so it can prefer ending in a state the PRM rates highly over succeeding. Because GRPO scores a
 whole episode with one number, the potential term telescopes to γ^T Φ(s_T) − Φ(s_0): it is 0 for every episode
 that ends in a terminal state, and only the step limit's cuts get the bootstrapped value Φ(s_T) (a truncated
-episode is not terminal, docs/methods.md §0). That is the price of policy invariance for an episode-level reward;
-dense per-step credit needs a per-step learner (proctor's GiGPO and PRM advantages, docs/integrations.md).
+episode is not terminal, docs/methods.md §0). That is the price of policy invariance for an episode-level reward:
+an early policy that fails every episode gets 0 for all of them, and nothing to learn from, where `last` ranks its
+failures by the PRM's score of where each ended; dense per-step credit needs a per-step learner (proctor's GiGPO and
+PRM advantages, docs/integrations.md).
 
 Importing this module imports neither TRL nor torch; `prepare_tokenizer` imports TRL, and a PRM loads when the first
 episode is scored.
@@ -53,6 +57,7 @@ episode is scored.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -187,6 +192,35 @@ class EpisodeRewarder:
         return episode_reward(traj, scores, self.cfg), scores
 
 
+class RewardWatch:
+    """Warns once, in one log line, when every episode of a batch got the same reward (all 0, typically): GRPO's
+    advantages are then all 0 and the batch teaches nothing. A batch is the episodes started together: TRL resets
+    every env of a generation batch, rolls them all out, then asks each for its reward, so a batch is complete when
+    as many episodes were rewarded as were started. Shared by the envs of one `EnvironmentFactory`."""
+
+    def __init__(self) -> None:
+        self.warned = False
+        self._started, self._rewards = 0, []
+        self._lock = threading.Lock()
+
+    def started(self, abandoned: bool = False) -> None:
+        """An episode started; `abandoned`: this env's previous episode ended without a reward."""
+        with self._lock:
+            self._started += 1 - int(abandoned)
+
+    def rewarded(self, reward: float) -> None:
+        with self._lock:
+            self._rewards.append(reward)
+            if len(self._rewards) < self._started:
+                return
+            rewards, self._started, self._rewards = self._rewards, 0, []
+        if not self.warned and len(rewards) > 1 and len(set(rewards)) == 1:
+            self.warned = True
+            log.warning("all %d episodes of a batch got the same reward (%g): GRPO's advantages are all 0 and it "
+                        "learns nothing from them; a PRM with shaping 'last' or 'min' ranks episodes that end alike "
+                        "(docs/integrations.md: the reward and its shapings)", len(rewards), rewards[0])
+
+
 class ProctorTRLEnv:
     """One rollout's environment for TRL's `GRPOTrainer`: a proctor env behind one tool, `act`.
 
@@ -197,7 +231,7 @@ class ProctorTRLEnv:
 
     def __init__(self, env: TextEnv, rewarder: EpisodeRewarder, *, tasks: Sequence[str], split: str = "train",
                  prompt: PromptConfig | None = None, show_admissible: bool = True, run_seed: int = 0,
-                 on_episode: Callable[[ProctorTRLEnv], None] | None = None):
+                 on_episode: Callable[[ProctorTRLEnv], None] | None = None, watch: RewardWatch | None = None):
         self._env = env
         self._rewarder = rewarder
         self._tasks = TaskOrder(env.name, split, tasks)
@@ -206,6 +240,7 @@ class ProctorTRLEnv:
         self._show_admissible = show_admissible
         self._run_seed = run_seed
         self._on_episode = on_episode
+        self._watch = watch
         self._episode: Episode | None = None
         self._trajectory: Trajectory | None = None
         self._parts: dict[str, float] | None = None
@@ -217,6 +252,8 @@ class ProctorTRLEnv:
         the prompt, are ignored."""
         if task_id is None:
             task_id = self._tasks.next()
+        if self._watch is not None:
+            self._watch.started(abandoned=self._episode is not None and self._trajectory is None)
         self._episode = start_episode(self._env, task_id, seed, run_seed=self._run_seed)
         self._trajectory, self._parts = None, None
         messages = render_messages(self._episode.prefix(), self._prompt.model_copy(update={"show_admissible": False}))
@@ -255,6 +292,8 @@ class ProctorTRLEnv:
                     step.scores["prm"] = q
             traj.meta["reward"] = dict(self._parts)
             self._trajectory = traj
+            if self._watch is not None:
+                self._watch.rewarded(self._parts["reward"])
             if self._on_episode is not None:
                 self._on_episode(self)
         assert self._parts is not None
@@ -285,7 +324,8 @@ class ProctorTRLEnv:
 
 class EnvironmentFactory:
     """The `environment_factory` to give `GRPOTrainer`: each call makes a `ProctorTRLEnv` around a new instance of
-    proctor env `env` (built with `env_kwargs`); all of them share one `EpisodeRewarder` (one PRM in memory)."""
+    proctor env `env` (built with `env_kwargs`); all of them share one `EpisodeRewarder` (one PRM in memory) and
+    one `RewardWatch` (a warning when a whole batch got one reward)."""
 
     def __init__(self, env: str, env_kwargs: dict[str, Any] | None = None, *, split: str = "train",
                  reward: RewardConfig | dict[str, Any] | None = None, prompt: PromptConfig | None = None,
@@ -299,6 +339,7 @@ class EnvironmentFactory:
         self.run_seed = run_seed
         self.on_episode = on_episode
         self.rewarder = EpisodeRewarder(self.reward)
+        self.watch = RewardWatch()
         probe = self.spec.make()
         try:
             if split not in probe.splits():
@@ -311,7 +352,7 @@ class EnvironmentFactory:
     def __call__(self) -> ProctorTRLEnv:
         wrapped = ProctorTRLEnv(self.spec.make(), self.rewarder, tasks=self.tasks, split=self.split,
                                 prompt=self.prompt, show_admissible=self.show_admissible, run_seed=self.run_seed,
-                                on_episode=self.on_episode)
+                                on_episode=self.on_episode, watch=self.watch)
         self.instances.append(wrapped)
         return wrapped
 
