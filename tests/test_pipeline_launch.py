@@ -192,3 +192,35 @@ def test_a_failed_launch_raises_rank_failure_with_its_log(tmp_path):
     assert (e.stage, e.rank, e.exitcode) == ("iter-0/sft", 1, "exit code 1")
     assert e.error == "ValueError: rank one cannot go on" and e.log.name == "stderr.log" and e.log.is_file()
     assert str(e).count("\n") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.extra
+def test_sft_on_two_nodes_of_a_local_ray_cluster_follows_one_process(tmp_path):
+    """~60 s: a local Ray cluster of two nodes (one CPU each); the SFT stage runs one torchrun on each node, Ray
+    placing them (STRICT_SPREAD), torch's c10d rendezvous joining them, and follows the in-process curve."""
+    cluster_utils = pytest.importorskip("ray.cluster_utils", reason="the ray extra: pip install -e '.[ray]'")
+    import ray
+
+    from proctor.pipeline.run import Pipeline
+
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        curves = {}
+        for name, launch in (("one", {}), ("two", {"nodes": 2, "ray_address": cluster.address, "stages": ["sft"]})):
+            cfg = PipelineConfig.model_validate({**toy_config(tmp_path / name), "launch": launch})
+            pipeline = Pipeline(cfg)
+            for stage in pipeline.stages():
+                pipeline.execute(stage)
+                if stage.key == "iter-0/sft":
+                    break
+            curves[name] = json.loads((tmp_path / name / "iter-0" / "policy" / "sft.json").read_text())["losses"]
+        assert curves["two"] == pytest.approx(curves["one"], abs=1e-3)
+        manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+        assert "--nnodes 2" in manifest["stages"]["iter-0/sft"]["command"]
+        assert sorted(p.name for p in (tmp_path / "two" / "logs" / "iter-0-sft").iterdir()) == ["node-0", "node-1",
+                                                                                              "result.json"]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -70,17 +70,18 @@ class LaunchSection(BaseModel):
 
     def words(self, node_rank: int | None = None, rdzv: str | None = None) -> list[str]:
         """The launcher's command words before `proctor`'s arguments: e.g. `torchrun --standalone
-        --nproc-per-node 2 -m proctor`; on several nodes, node `node_rank` of a rendezvous at `rdzv` (host:port)."""
+        --nproc-per-node 2 -m proctor`; on several nodes, node `node_rank` of a c10d rendezvous at `rdzv`
+        (host:port) that node 0 hosts (`is_host`: a node need not recognise its own address in `rdzv`)."""
         if self.launcher == "torchrun":
             where = (["--standalone"] if self.nodes == 1 else
-                     ["--nnodes", str(self.nodes), "--node-rank", str(node_rank or 0), "--rdzv-backend", "c10d",
-                      "--rdzv-endpoint", str(rdzv)])
+                     ["--nnodes", str(self.nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", str(rdzv),
+                      "--rdzv-conf", f"is_host={int(not node_rank)}"])
             return ["torchrun", *where, "--nproc-per-node", str(self.processes), "-m", "proctor"]
         config = ["--config_file", str(self.accelerate_config)] if self.accelerate_config else []
         where = ([] if self.nodes == 1 else
                  ["--num_machines", str(self.nodes), "--machine_rank", str(node_rank or 0),
                   "--main_process_ip", str(rdzv).rsplit(":", 1)[0], "--main_process_port", str(rdzv).rsplit(":", 1)[1],
-                  "--rdzv_backend", "c10d"])
+                  "--rdzv_backend", "c10d", "--rdzv_conf", f"is_host={int(not node_rank)}"])
         return ["accelerate", "launch", *config, *where, "--num_processes", str(self.processes * self.nodes),
                 "--multi_gpu" if _cuda_count() else "--cpu", "-m", "proctor"]
 
@@ -105,6 +106,9 @@ class RankFailure(RuntimeError):
         who = f"rank {rank}" if rank is not None else "its launcher"
         super().__init__(f"stage {stage} failed on {who} ({exitcode}): {error} (log: {log}); the same `proctor run` "
                          "resumes from this stage")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # sent back from a node's Ray task
+        return RankFailure, (self.stage, self.rank, self.exitcode, self.error, self.log)
 
 
 ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+) \(local_rank: (\d+)\).*?"
@@ -155,13 +159,15 @@ def executable(words: list[str]) -> list[str]:
     return words
 
 
-def run_launched(key: str, words: list[str], stage_args: list[str], log_dir: Path, result_file: Path
-                 ) -> dict[str, Any]:
+def run_launched(key: str, words: list[str], stage_args: list[str], log_dir: Path, result_file: Path,
+                 main_here: bool = True) -> dict[str, Any] | None:
     """Run one stage under the launcher `words` (`LaunchSection.words`), each rank's output in its own log file
     under `log_dir` (torchrun) or the launcher's log (accelerate); returns the result the main process wrote to
-    `result_file`. A failed rank raises `RankFailure`."""
+    `result_file` (None when the main process may be on another node: not `main_here`). A failed rank raises
+    `RankFailure`."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    result_file.unlink(missing_ok=True)
+    if main_here:
+        result_file.unlink(missing_ok=True)
     logs = ["--log-dir", str(log_dir), "--tee", "3", "--local-ranks-filter", "0"] if words[0] == "torchrun" else []
     argv = executable(words)
     at = argv.index("--nproc-per-node") if "--nproc-per-node" in argv else len(argv) - 2
@@ -173,6 +179,8 @@ def run_launched(key: str, words: list[str], stage_args: list[str], log_dir: Pat
     text = launcher_log.read_text(errors="replace")
     if proc.returncode == 0 and result_file.is_file():
         return json.loads(result_file.read_text())
+    if proc.returncode == 0 and not main_here:
+        return None
     cause = root_cause(text)
     if cause is None:
         tail = [line for line in text.splitlines() if line.strip()][-1:] or ["no output"]
