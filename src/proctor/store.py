@@ -3,7 +3,7 @@
 `TrajectoryStore` is a directory of append-only JSONL shards plus a small `manifest.json`:
 
     store/
-      manifest.json              format, version, creation time, free-form metadata
+      manifest.json              format, version, creation time (ISO 8601, microseconds), free-form metadata
       shards/part-<writer>.jsonl one JSON trajectory per line; each writer appends to its own shard
       write.lock                 held (flock) by the one process writing; holds its pid
 
@@ -23,9 +23,11 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
+from proctor.outputs import as_json, claim_output
 from proctor.trajectory import StoreError, Trajectory, parse_trajectory_line
 from proctor.trajectory_export import trajectories_to_dataset
 
@@ -202,7 +204,7 @@ class TrajectoryStore:
                 self.manifest = {
                     "format": STORE_FORMAT,
                     "version": STORE_VERSION,
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "created": datetime.now().astimezone().isoformat(timespec="microseconds"),
                     "meta": dict(meta or {}),
                 }
             self.shard_dir.mkdir(parents=True, exist_ok=True)
@@ -364,3 +366,24 @@ class TrajectoryStore:
         path = Path(path)
         self.to_dataset().to_parquet(str(path))
         return path
+
+
+def open_for_run(root: str | os.PathLike, key: str, identity: dict[str, Any], *, overwrite: bool = False,
+                 what: str = "trajectories") -> tuple[TrajectoryStore, bool]:
+    """The store at `root` for writing the run `identity` (recorded as `meta[key]`), locked, and whether it
+    resumes that run (`proctor.outputs.claim_output`): created when absent or empty, resumed when it holds the same
+    run, refused (`OutputExistsError`, one line naming the field that differs) when it holds trajectories of another
+    run or of no run of this kind, emptied first with `overwrite`. The lock is held while deciding, so no other
+    process writes meanwhile."""
+    root, identity = Path(root), as_json(identity)
+    root.mkdir(parents=True, exist_ok=True)
+    lock = acquire_store_lock(root)
+    try:
+        existing = TrajectoryStore.open(root) if (root / "manifest.json").exists() else None
+        holds = existing is not None and any(s.stat().st_size for s in existing.shards())
+        present = [existing.manifest_path, existing.shard_dir] if holds else []
+        resume = claim_output(root, identity, recorded=existing.meta.get(key) if existing else None,
+                              present=present, overwrite=overwrite, what=what)
+        return TrajectoryStore(root, meta={key: identity}), resume
+    finally:
+        release_store_lock(lock)

@@ -76,7 +76,8 @@ never needed). DATA is one of:
 
 - a trajectory store folder (`proctor rollout --out`, `targets --write-back`): each trajectory rendered with the
   shared prompt renderer, as in training; with --write-back OUT the scores are also written onto the steps
-  (Step.scores[--name]) of a new store at OUT;
+  (Step.scores[--name]) of a new store at OUT (a store holding another run's scores, of another PRM, input or
+  --name, is refused before any scoring unless --overwrite; the same run resumes);
 
 - a JSON list or JSONL file (--format): `stepwise` records {"prompt": str, "completions": [str, ...]} (optional
   "id", and "labels", which are ignored); `processbench` (every step of every solution is scored);
@@ -93,6 +94,9 @@ def score(
     write_back: Annotated[Path | None, typer.Option(
         "--write-back", help="trajectory store: write a copy with Step.scores[--name] filled here")] = None,
     name: Annotated[str, typer.Option("--name", help="the Step.scores key --write-back fills")] = "prm",
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace what --write-back holds of another run (without it, the same run resumes and "
+                            "another is refused)")] = False,
     batch_size: int = typer.Option(8),
     device: DeviceOption = "auto",
     dtype: DtypeOption = "auto",
@@ -100,6 +104,7 @@ def score(
     from proctor.cli.errors import user_errors
     from proctor.prm.data import DataError, read_for_scoring
 
+    out = None
     with user_errors("prm score"):
         _check_prm_folder(model)
         store = (data / "manifest.json").is_file()
@@ -113,6 +118,8 @@ def score(
             trajs = TrajectoryStore.open(data).load()
         else:
             examples = read_for_scoring(data, fmt)
+        if write_back is not None:
+            out = _scores_store(write_back, model, data, trajs, name, overwrite)
         scorer = _scorer(model, batch_size, device, dtype, trajectories=store)
     with user_errors("prm score"):
         if store:
@@ -123,13 +130,27 @@ def score(
             ids = [ex.id if ex.id is not None else ex.meta.get("row") for ex in examples]
     for i, s in zip(ids, scores, strict=True):
         typer.echo(json.dumps({"id": i, "scores": s}))
-    if write_back is not None:
+    if out is not None:
         from proctor.prm.rendering import with_step_scores
-        from proctor.store import TrajectoryStore
 
-        with TrajectoryStore(write_back, meta={"scores": name, "prm": str(model)}) as out:
-            out.extend(with_step_scores(trajs, scores, name))
+        with out:
+            stored = {t.id for t in out.load()}  # a resumed run's scores are these same scores
+            out.extend(t for t in with_step_scores(trajs, scores, name) if t.id not in stored)
         typer.echo(f"wrote {len(trajs)} trajectories with Step.scores[{name!r}] to {write_back}", err=True)
+
+
+def _scores_store(write_back: Path, model: Path, data: Path, trajs: list, name: str, overwrite: bool):
+    """The --write-back store, claimed for this run (`proctor.outputs`): the PRM (its folder and files), the
+    input (its path and trajectories) and the key."""
+    from proctor.outputs import files_fingerprint, fingerprint
+    from proctor.store import open_for_run
+
+    if write_back.resolve() == data.resolve():
+        raise ValueError(f"--write-back {write_back}: the store being scored; write the scored copy to another "
+                         "folder")
+    identity = {"prm": {"path": str(model), "files": files_fingerprint(model)},
+                "input": {"path": str(data), "trajectories": fingerprint(t.id for t in trajs)}, "name": name}
+    return open_for_run(write_back, "scores", identity, overwrite=overwrite, what="PRM scores")[0]
 
 
 def _check_prm_folder(model: Path) -> None:

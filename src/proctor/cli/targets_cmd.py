@@ -67,12 +67,17 @@ def targets(
     seed: Annotated[int, typer.Option("--seed", help="seed of the task split")] = 0,
     write_back: Annotated[Path | None, typer.Option(
         "--write-back", help="also write a store of the trajectories with Step.targets filled")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="replace what --out and --write-back hold of another run (without it, the same run "
+                            "resumes and another is refused)")] = False,
 ) -> None:
     """Turn outcome-only trajectories into labelled steps and print a summary.
 
     gigpo's step reward is the env's Step.reward (the paper's R_t; -p step_reward=outcome puts the outcome on
     the last step instead, for outcome-only data). A store whose trajectories all share one outcome gets a
-    warning; a method that finds nothing to label (e.g. preference with no pair) writes empty outputs."""
+    warning; a method that finds nothing to label (e.g. preference with no pair) writes empty outputs. Re-run
+    into the same --out / --write-back to resume; a folder holding another run's labels is refused (a store never
+    holds the labels of two runs) unless --overwrite."""
     from pydantic import ValidationError
 
     from proctor.cli.errors import debug_enabled
@@ -89,7 +94,7 @@ def targets(
                             policy=policy, split=split, fractions=tuple(float(x) for x in fractions.split(",")),
                             seed=seed, write_back=write_back)
         with console.status(f"computing {method} targets from {inp}"):
-            summary = run_targets(cfg)
+            summary = run_targets(cfg, overwrite=overwrite)
     except ValidationError as e:
         if debug_enabled():
             raise

@@ -1,25 +1,32 @@
 """`run_targets(TargetsConfig)`: the targets stage as one library call (used by `proctor targets`, the
 quickstart and the pipeline): read trajectories (and completions / policy rollouts), split by task, compute
 a method's per-step targets, write `targets.parquet` + `summary.json`, optionally a store of the
-trajectories with `Step.targets` filled, and check step labels against a ground truth the env recorded."""
+trajectories with `Step.targets` filled, and check step labels against a ground truth the env recorded.
+
+Its outputs follow `proctor.outputs`' rule: the run (method, parameters, split, and which trajectories each input
+holds) is recorded in `summary.json` (`run`) and in the write-back store's manifest (`meta.targets`); the same run
+resumes, another is refused before any label is computed, and `overwrite` replaces it. A store never holds the
+labels of two runs."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.credit.io import load_trajectories, write_records
+from proctor.credit.io import SUMMARY_FILE, TARGETS_FILE, load_trajectories, write_records
 from proctor.credit.io import write_back as fill_targets
 from proctor.credit.records import LabelledStep, Record
 from proctor.credit.registry import Sources, make_config, run_method
 from proctor.credit.splits import check_no_leak, split_tasks, with_splits
+from proctor.outputs import claim_output, fingerprint
 from proctor.stats import auroc
-from proctor.store import TrajectoryStore
+from proctor.store import open_for_run
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -46,45 +53,85 @@ class TargetsConfig(BaseModel):
                     "carry it, the summary reports the labels' AUROC and accuracy against it")
 
 
-def run_targets(cfg: TargetsConfig) -> dict[str, Any]:
-    """Run the stage; returns the summary (also written to `cfg.out/summary.json`)."""
+def run_targets(cfg: TargetsConfig, overwrite: bool = False) -> dict[str, Any]:
+    """Run the stage; returns the summary (also written to `cfg.out/summary.json`). `overwrite` replaces what
+    `cfg.out` and `cfg.write_back` hold of another run (see the module docstring)."""
     params = make_config(cfg.method, cfg.params)
     t0 = time.perf_counter()
+    if cfg.write_back is not None:
+        sources = {cfg.input.resolve(), *(p.resolve() for p in (cfg.completions, cfg.policy) if p is not None)}
+        if cfg.write_back.resolve() in sources:
+            raise ValueError(f"write_back {cfg.write_back}: an input of this stage; write the labelled copy to "
+                             "another folder")
     trajs = load_trajectories(cfg.input)
     comps = load_trajectories(cfg.completions) if cfg.completions else None
     pol = load_trajectories(cfg.policy) if cfg.policy else None
-    if cfg.split == "task":
-        tasks = [(t.env, t.task_id) for group in (trajs, comps or [], pol or []) for t in group]
-        assignment = split_tasks(tasks, cfg.fractions, cfg.seed)
-        trajs = with_splits(trajs, assignment)
-        comps = with_splits(comps, assignment) if comps is not None else None
-        pol = with_splits(pol, assignment) if pol is not None else None
-    result = run_method(cfg.method, Sources(trajs, completions=comps, policy=pol), params)
-    check_no_leak(result.records)
-    info: dict[str, Any] = {"method": cfg.method, "params": params.model_dump(mode="json"), "input": str(cfg.input),
-                            "dropped": result.dropped, "seconds": round(time.perf_counter() - t0, 3),
-                            "split": cfg.split}
-    warnings = []
-    same = same_outcome_warning(trajs)
-    if same:
-        warnings.append(same)
-    if not result.records:
-        why = result.notes.get("empty", "nothing to label")
-        warnings.append(f"method {cfg.method!r} made 0 records ({why}); wrote the empty outputs")
-    if warnings:
-        info["warning"] = "; ".join(warnings)
-        log.warning(info["warning"])
-    if cfg.ground_truth:
-        check = agreement(result.records, trajs, cfg.ground_truth)
-        if check is not None:
-            info["ground_truth"] = check
-    summary = write_records(result.records, cfg.out, info, result.record_type or LabelledStep)
-    if cfg.write_back is not None:
-        if not all(isinstance(r, LabelledStep) for r in result.records):
-            raise ValueError(f"write_back needs step records; method {cfg.method!r} makes other records")
-        with TrajectoryStore(cfg.write_back, meta={"targets": cfg.method}) as store:
-            store.extend(fill_targets(trajs, result.records))
+    identity = run_identity(cfg, params.model_dump(mode="json"), trajs, comps, pol)
+    summary_path = cfg.out / SUMMARY_FILE
+    claim_output(cfg.out, identity, recorded=_recorded_run(summary_path), overwrite=overwrite, what="targets",
+                 present=[p for p in (cfg.out / TARGETS_FILE, summary_path) if p.exists()])
+    with ExitStack() as stack:
+        store = None
+        if cfg.write_back is not None:  # claimed (and locked) before any label is computed
+            store = stack.enter_context(open_for_run(cfg.write_back, "targets", identity, overwrite=overwrite,
+                                                     what="labels")[0])
+        if cfg.split == "task":
+            tasks = [(t.env, t.task_id) for group in (trajs, comps or [], pol or []) for t in group]
+            assignment = split_tasks(tasks, cfg.fractions, cfg.seed)
+            trajs = with_splits(trajs, assignment)
+            comps = with_splits(comps, assignment) if comps is not None else None
+            pol = with_splits(pol, assignment) if pol is not None else None
+        result = run_method(cfg.method, Sources(trajs, completions=comps, policy=pol), params)
+        check_no_leak(result.records)
+        info: dict[str, Any] = {"method": cfg.method, "params": params.model_dump(mode="json"),
+                                "input": str(cfg.input), "dropped": result.dropped,
+                                "seconds": round(time.perf_counter() - t0, 3), "split": cfg.split, "run": identity}
+        warnings = []
+        same = same_outcome_warning(trajs)
+        if same:
+            warnings.append(same)
+        if not result.records:
+            why = result.notes.get("empty", "nothing to label")
+            warnings.append(f"method {cfg.method!r} made 0 records ({why}); wrote the empty outputs")
+        if warnings:
+            info["warning"] = "; ".join(warnings)
+            log.warning(info["warning"])
+        if cfg.ground_truth:
+            check = agreement(result.records, trajs, cfg.ground_truth)
+            if check is not None:
+                info["ground_truth"] = check
+        summary = write_records(result.records, cfg.out, info, result.record_type or LabelledStep)
+        if store is not None:
+            if not all(isinstance(r, LabelledStep) for r in result.records):
+                raise ValueError(f"write_back needs step records; method {cfg.method!r} makes other records")
+            stored = {t.id for t in store.load()}  # a resumed run's labels are these same labels
+            store.extend(t for t in fill_targets(trajs, result.records) if t.id not in stored)
     return summary
+
+
+def run_identity(cfg: TargetsConfig, params: dict[str, Any], trajs: Sequence[Trajectory],
+                 comps: Sequence[Trajectory] | None, pol: Sequence[Trajectory] | None) -> dict[str, Any]:
+    """What decides the stage's labels: the method and its parameters, the split, and each input by path and by
+    the trajectories it holds (a store that grew since gives other labels)."""
+    identity: dict[str, Any] = {"method": cfg.method, "params": params, "split": cfg.split}
+    if cfg.split == "task":
+        identity.update(fractions=list(cfg.fractions), seed=cfg.seed)
+    for name, path, group in (("input", cfg.input, trajs), ("completions", cfg.completions, comps),
+                              ("policy", cfg.policy, pol)):
+        if path is not None:
+            identity[name] = {"path": str(path), "trajectories": fingerprint(t.id for t in group or [])}
+    return identity
+
+
+def _recorded_run(path: Path) -> dict[str, Any] | None:
+    """The run a targets `summary.json` records (None when it records none, or is not readable JSON)."""
+    import json
+
+    try:
+        run = json.loads(path.read_text(encoding="utf-8")).get("run")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return run if isinstance(run, dict) else None
 
 
 def same_outcome_warning(trajs: Sequence[Trajectory]) -> str | None:
