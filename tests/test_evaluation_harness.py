@@ -26,7 +26,7 @@ def test_expert_evaluation_writes_summary_and_csv_and_resumes(tmp_path):
     assert (s["episodes"], s["successes"], s["success_ci95"][1]) == (4, 4, 1.0)
     assert s["success_ci95"][0] == pytest.approx(0.5101, abs=1e-4)  # Wilson, 4 of 4
     assert s["budget"]["env_steps"] == s["steps"] > 0 and s["prm"] is None
-    assert s["policy"] == "expert(expert=search)" and s["agent"] == {"kind": "expert", "expert": "search"}
+    assert s["policy"] == "e" and s["agent"] == {"kind": "expert", "expert": "search"}  # named by its folder
     assert json.loads((tmp_path / "e" / "summary.json").read_text())["successes"] == 4
     rows = list(csv.DictReader(io.StringIO((tmp_path / "e" / "summary.csv").read_text())))
     assert rows[0]["group"] == "all" and sum(int(r["episodes"]) for r in rows[1:]) == 4
@@ -128,7 +128,7 @@ def test_eval_and_compare_commands(tmp_path):
     assert "McNemar" in c.output
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert rows[1]["p_value"] == pytest.approx(0.5)  # 2 discordant pairs: 2 · 2⁻²
-    assert [r["label"] for r in rows] == ["rand", "expert(expert=search)"] and "won / lost" in c.output
+    assert [r["label"] for r in rows] == ["rand", "a"] and "won / lost" in c.output
     assert (rows[1]["b01"], rows[1]["b10"]) == (2, 0)  # the expert won both pairs the random agent lost
     twice = runner.invoke(app, ["compare", str(tmp_path / "b"), str(tmp_path / "b"), "--json", str(tmp_path / "d.json")])
     assert twice.exit_code == 0, twice.output
@@ -150,7 +150,7 @@ def test_eval_command_reads_a_config_file_and_options_override_it(tmp_path):
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (s["split"], s["tasks"], s["agent"]["epsilon"], s["env_kwargs"]) == ("valid", 2, 0.2, {"max_steps": 6})
-    assert s["agent"]["seed"] == 0 and s["policy"] == "epsilon(epsilon=0.2)"
+    assert s["agent"]["seed"] == 0 and s["policy"] == "o"
     bad = tmp_path / "bad.yaml"
     bad.write_text("env: household\nagent: {kind: random}\nsamples: 0\n")
     r = CliRunner().invoke(app, ["eval", "--config", str(bad), "--out", str(tmp_path / "b")])

@@ -66,12 +66,12 @@ def report_root(tmp_path_factory, tiny_model_dir) -> Path:
 
 def test_collect_finds_every_evaluation_and_sweep(report_root):
     data = collect(report_root)
-    names = [p["name"] for p in data["policies"]]
-    assert names == ["best-of-n N=1", "best-of-n N=3", "epsilon(epsilon=0.5)", "expert(expert=search)", "random"]
+    names = [p["name"] for p in data["policies"]]  # by name (the folder's, unless given), in the order made
+    assert names == ["expert", "random", "epsilon", "best-of-n N=1", "best-of-n N=3"]
     assert all(p["source"] == "eval" for p in data["policies"])  # the labelled copy is not a policy of its own
     assert [r["n"] for r in data["sweeps"][0]["rows"]] == [1, 3]
     by = {p["name"]: p for p in data["policies"]}
-    assert by["expert(expert=search)"]["summary"]["success_rate"] == 1.0
+    assert by["expert"]["summary"]["success_rate"] == 1.0
     assert by["random"]["summary"]["terminations"]["max_steps"] == 4
     assert data["training"][0]["series"]["loss"] == [[1.0, 0.71], [2.0, 0.52], [3.0, 0.44]]
     assert data["training"][0]["series"]["eval_loss"] == [[3.0, 0.5]]
@@ -80,7 +80,7 @@ def test_collect_finds_every_evaluation_and_sweep(report_root):
 def test_viewer_data_carries_scores_candidates_and_mc_q(report_root):
     data = collect(report_root)
     pid = {p["name"]: p["id"] for p in data["policies"]}
-    eps = data["trajectories"][pid["epsilon(epsilon=0.5)"]]
+    eps = data["trajectories"][pid["epsilon"]]
     assert len(eps) == 8
     # the tiny PRM's score of every step, and the MC-Q target merged in from the labelled store
     assert all(isinstance(s["s"], float) and 0 <= s["s"] <= 1 for t in eps for s in t["steps"])
@@ -163,6 +163,37 @@ def test_report_cli(report_root, tmp_path):
     assert {p["shown"] for p in data["policies"]} == {2} and max(p["total"] for p in data["policies"]) == 8
     bad = CliRunner().invoke(app, ["report", str(tmp_path / "nowhere")])
     assert bad.exit_code == 2 and "no such folder" in bad.output
+
+
+def test_report_of_a_folder_with_nothing_to_report_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "no evaluation (summary.json, sweep.json) or trajectory store under it" in result.output
+    assert not (tmp_path / "empty" / "report.html").exists()
+
+
+def test_report_out_elsewhere_follows_the_one_rule(report_root, tmp_path):
+    """An --out file is rebuilt when it is a report of the same folder, refused when it is anything else, and
+    replaced with --overwrite."""
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    out = tmp_path / "r.html"
+    out.write_text("my notes")
+    report = ["report", str(report_root), "--out", str(out), "--max-trajectories", "1"]
+    refused = CliRunner().invoke(app, report)
+    assert refused.exit_code == 2 and "holds outputs that record no run of this command" in refused.output
+    assert out.read_text() == "my notes"
+    assert CliRunner().invoke(app, [*report, "--overwrite"]).exit_code == 0 and "report-data" in out.read_text()
+    assert CliRunner().invoke(app, report).exit_code == 0  # a report of the same folder: rebuilt
+    other = CliRunner().invoke(app, ["report", str(report_root / "expert"), "--out", str(out)])
+    assert other.exit_code == 2 and "holds the report of another run (field 'source' is" in other.output
 
 
 def test_training_log_layouts():

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from headless_chromium import chromium_driver
+from test_compare_table import NAMES, compare_root  # noqa: F401  (pi0, pi1 and beam, none given a name)
 from test_report import report_root  # noqa: F401  (the shared session fixture: real evaluations)
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,8 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
 
     rows = browser.find_elements(By.CSS_SELECTOR, "#results-table tbody tr")
     assert len(rows) == 5
-    expert = next(r for r in rows if "expert(expert=search)" in r.text)
+    expert = rows[0]  # the first evaluation made, the baseline, is the first row
+    assert expert.find_element(By.TAG_NAME, "b").text == "expert"
     assert "100.0%" in expert.text and "4/4" in expert.text
     assert len(browser.find_elements(By.CSS_SELECTOR, "#types-table tbody tr")) >= 1
     assert browser.find_elements(By.CSS_SELECTOR, "#chart-n svg circle")  # success vs N from the sweep
@@ -87,8 +89,8 @@ def test_report_renders_and_the_viewer_moves_between_trajectories(browser, repor
     assert "max_steps" in browser.find_element(By.ID, "traj-final").text
     click(browser, browser.find_element(By.CSS_SELECTOR, ".filters button[data-f='all']"))
 
-    choose(browser, "epsilon(epsilon=0.5)")
-    assert title.text.startswith("epsilon(epsilon=0.5) · ")
+    choose(browser, "epsilon")
+    assert title.text.startswith("epsilon · ")
     assert "MC-Q" in browser.find_element(By.ID, "steps").text  # the labelled store's targets
     assert browser.find_elements(By.CSS_SELECTOR, "#steps .step")[0].find_element(By.CSS_SELECTOR, ".action").text
     assert first_action
@@ -130,3 +132,26 @@ def test_a_runs_paired_table_renders(browser, tmp_path):
                                                 "0.0081"]]
     assert "iteration 0 policy" in browser.find_element(By.ID, "paired-note").text
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_the_results_table_reads_at_80_columns(browser, compare_root, tmp_path):  # noqa: F811
+    """At 80 columns (640 px) the rows are the evaluations' names, whole and the baseline first, and the page
+    keeps its width (the table scrolls inside its card)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from proctor.evaluation.report import build_report
+
+    browser.set_window_size(640, 1000)
+    try:
+        browser.get(build_report(compare_root, tmp_path / "report.html").resolve().as_uri())
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+        width = browser.execute_script("return document.documentElement.clientWidth")
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+        names = browser.find_elements(By.CSS_SELECTOR, "#results-table tbody tr td:first-child b")
+        assert [b.text for b in names] == NAMES
+        card = browser.find_element(By.CSS_SELECTOR, "#results .card").rect
+        assert all(b.rect["x"] >= card["x"] and b.rect["x"] + b.rect["width"] <= card["x"] + card["width"]
+                   for b in names)  # each name in full view
+    finally:
+        browser.set_window_size(1400, 1800)

@@ -53,7 +53,8 @@ def eval_cmd(
     model: Annotated[str | None, typer.Option("--model", help="model path or name (hf, openai, choice)")] = None,
     expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
-    name: Annotated[str | None, typer.Option("--name", help="the policy's label in tables and the report")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="the evaluation's name in tables and the report "
+                                             "[default: the --out folder's name]")] = None,
     search: Annotated[str | None, typer.Option("--search", help="a search method instead of the agent alone "
                                                "(beam | dvts | step-best-of-n | trajectory-best-of-n); the agent "
                                                "given is its policy")] = None,
@@ -155,28 +156,17 @@ def compare_cmd(
     resamples: Annotated[int, typer.Option("--resamples", help="bootstrap resamples")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="bootstrap seed")] = 0,
 ) -> None:
-    """Evaluations side by side; each is paired with the first on the (task, sample) keys both ran
-    (McNemar's exact test, and a per-task bootstrap interval of the difference in success)."""
-    from proctor.evaluation.compare import compare, diff_text
+    """Evaluations side by side, labelled by their names (`proctor eval --name`, else the folder's); each is
+    paired with the first, the baseline, on the (task, sample) keys both ran (McNemar's exact test, and a per-task
+    bootstrap interval of the difference in success)."""
+    from proctor.evaluation.compare import compare
+    from proctor.evaluation.compare_table import comparison_tables
 
     try:
         result = compare(dirs, resamples=resamples, seed=seed)
     except (ValueError, FileNotFoundError) as e:
         fail(e)
-    table = Table(title="comparison (row 1 is the baseline; won / lost: pairs this row won and the baseline lost, "
-                  "and the reverse)", show_header=True)
-    for col in ("evaluation", "episodes", "success (95% CI)", "mean steps", "env steps", "pairs",
-                "Δ success (95% CI)", "won / lost", "McNemar p"):
-        table.add_column(col, justify="right")
-    for r in result.rows:
-        paired = r["pairs"] is not None
-        table.add_row(
-            r["label"], str(r["episodes"]), _pct(r["success_rate"], r["success_ci95"]), f"{r['mean_steps']:.2f}",
-            str(r["env_steps"] if r["env_steps"] is not None else "—"), str(r["pairs"]) if paired else "—",
-            diff_text(r["diff"], r["diff_ci95"]) if r["diff"] is not None else "—",
-            f"{r['b01']} / {r['b10']}" if paired else "—",
-            f"{r['p_value']:.4g}" if r["p_value"] is not None else "—")
-    console.print(table)
-    console.print(f"test: {result.test}")
+    for table in comparison_tables(result):
+        console.print(table)
     if json_out is not None:
         json_out.write_text(json.dumps(result.to_dict(), indent=2))

@@ -44,7 +44,8 @@ class EvalConfig(BaseModel):
     search: SearchConfig | None = Field(default=None, description="or a search method's config: {method: beam, ...}"
                                         " (`proctor.search`), which runs on env copies")
     out: Path
-    name: str | None = Field(default=None, description="the policy's label in tables and the report")
+    name: str | None = Field(default=None, description="the evaluation's name, its label in tables and the "
+                             "report (default: the name of the `out` folder)")
     split: str = "test"
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="episodes per task")
@@ -104,33 +105,12 @@ class EvalConfig(BaseModel):
         return self.agent if self.agent is not None else self.search
 
     def policy_name(self) -> str:
-        if self.name:
-            return self.name
-        return describe_agent(self.agent) if self.agent is not None else self.search.describe()[:60]
+        """The evaluation's name, its row label in `proctor compare` and the report: `name`, else the name of its
+        output folder (the agent's config is in the summary's `agent` / `search`)."""
+        return self.name or self.out.resolve().name
 
 
 def dump_agent(agent: AgentSpec | SearchSpec) -> dict[str, Any]:
     """An agent (or search) config as plain JSON data, nested agent configs with all their fields."""
     return agent.model_dump(mode="json", serialize_as_any=True)
 
-
-def describe_agent(agent: AgentSpec, limit: int = 60) -> str:
-    """`kind(field=value, ...)` with the fields that differ from their defaults, cut to `limit` characters."""
-    data = dump_agent(agent)
-    defaults = type(agent).model_fields
-    parts = []
-    for k, v in data.items():
-        if k == "kind":
-            continue
-        field = defaults.get(k)
-        if field is not None and not field.is_required():
-            default = field.get_default(call_default_factory=True)
-            if isinstance(default, BaseModel):
-                default = default.model_dump(mode="json", serialize_as_any=True)
-            if default == v:
-                continue
-        if isinstance(v, dict):
-            v = v.get("kind", "{…}")
-        parts.append(f"{k}={v}")
-    text = f"{agent.kind}({', '.join(parts)})" if parts else agent.kind
-    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -9,11 +9,13 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import time
 from importlib import resources
 from pathlib import Path
 
 from proctor.evaluation.report_data import collect
+from proctor.outputs import claim_output
 
 TEMPLATE = "report_template.html"
 
@@ -43,13 +45,30 @@ def render_report(data: dict) -> str:
     return page
 
 
-def build_report(folder: str | Path, out: str | Path | None = None, max_trajectories: int = 400) -> Path:
-    """Write `out` (default `folder/report.html`) for the outputs under `folder`; returns its path.
-    At most `max_trajectories` episodes per policy are embedded in the viewer (the page says how many)."""
+def build_report(folder: str | Path, out: str | Path | None = None, max_trajectories: int = 400,
+                 overwrite: bool = False) -> Path:
+    """Write `out` (default `folder/report.html`, rebuilt every time) for the outputs under `folder`; returns its
+    path. At most `max_trajectories` episodes per policy are embedded in the viewer (the page says how many). An
+    `out` elsewhere follows `proctor.outputs`' rule: a report of `folder` is rebuilt, any other file is refused
+    unless `overwrite`. A folder with nothing to report is an error."""
     folder = Path(folder)
+    path = Path(out) if out is not None else folder / "report.html"
+    if path.resolve() != (folder / "report.html").resolve():
+        claim_output(path, {"source": str(folder.resolve())}, recorded=_report_source(path),
+                     present=[path] if path.exists() else [], overwrite=overwrite, what="report")
     data = collect(folder, max_trajectories=max_trajectories)
     data["generated"] = time.strftime("%Y-%m-%d %H:%M")
-    path = Path(out) if out is not None else folder / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(data), encoding="utf-8")
     return path
+
+
+def _report_source(path: Path) -> dict[str, str] | None:
+    """The folder a report file was built from (`{"source": ...}`, the `root` its embedded data starts with);
+    None for a file that is not a proctor report."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = re.search(r'<script type="application/json" id="report-data">\{"root":("(?:[^"\\]|\\.)*")', text)
+    return {"source": json.loads(found.group(1))} if found else None

@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proctor.evaluation.loading import SWEEP_KIND, is_eval_summary, load_run, read_json
+from proctor.evaluation.loading import SWEEP_KIND, EvalRun, is_eval_summary, load_run, read_json
 from proctor.evaluation.metrics import auroc, calibration_bins, where_it_went_wrong
 from proctor.evaluation.summary import NO_TYPE, eval_summary, step_score
 from proctor.store import STORE_FORMAT, TrajectoryStore
@@ -205,6 +206,16 @@ def _with_targets(t: Trajectory, extra: dict[str, list[dict[str, float]]]) -> Tr
     return t.model_copy(update={"steps": steps})
 
 
+def _made(run: EvalRun) -> datetime:
+    """When an evaluation was made: the creation time its trajectory store records (a resume keeps it)."""
+    manifest = run.dir / str(run.summary.get("store")) / "manifest.json"
+    try:
+        made = datetime.fromisoformat(read_json(manifest)["created"])
+    except (ValueError, TypeError, KeyError):
+        return datetime.max.replace(tzinfo=UTC)  # unknown: after the others, in folder order
+    return made if made.tzinfo else made.replace(tzinfo=UTC)
+
+
 def collect(root: Path, max_trajectories: int = 400) -> dict[str, Any]:
     """Everything the report shows about the outputs under `root` (see module docstring).
 
@@ -223,6 +234,7 @@ def collect(root: Path, max_trajectories: int = 400) -> dict[str, Any]:
         if (folder / "sweep.json").is_file():
             sweep = read_json(folder / "sweep.json", SWEEP_KIND)
             sweeps.append({"policy": sweep.get("policy"), "dir": _rel(folder, root), "rows": sweep.get("rows", [])})
+    evals.sort(key=_made)  # the order they were made: the first is the baseline
     stores = []
     for folder in folders:
         if folder not in claimed and _is_store(folder):
@@ -255,6 +267,9 @@ def collect(root: Path, max_trajectories: int = 400) -> dict[str, Any]:
         info, views = _policy(pid, name, name, "store", summary, trajs, None, max_trajectories)
         policies.append(info)
         trajectories[pid] = views
+    if not policies:
+        raise ValueError(f"{root}: no evaluation (summary.json, sweep.json) or trajectory store under it; nothing "
+                         "to report")
     _unique_names(policies)
     return {"root": str(root.resolve()), "title": root.resolve().name, "policies": policies, "sweeps": sweeps,
             "paired": _paired_rows(root), "training": _training_logs(folders, root), "trajectories": trajectories}
