@@ -47,8 +47,11 @@ def load_yaml_config(path: Path) -> dict[str, Any]:
 
 def validated_config(path: Path, model: Any, output_dir: Path | None = None) -> Any:
     """`model` (a pydantic config class) validated from the YAML at `path`, `output_dir` overriding the file's;
-    a validation error is one line naming the file and the fields."""
+    a validation error is one line naming the file and the fields, or the command that takes the file when it is
+    another command's config."""
     from pydantic import ValidationError
+
+    from proctor.cli.config_kinds import wrong_command
 
     data = load_yaml_config(path)
     if output_dir is not None:
@@ -56,7 +59,7 @@ def validated_config(path: Path, model: Any, output_dir: Path | None = None) -> 
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        fail(e, str(path))
+        fail(wrong_command(path, data, model) or e, str(path))
 
 
 def agent_from_options(kind: str, agent_args: list[str], *, model: str | None = None, base_url: str | None = None,

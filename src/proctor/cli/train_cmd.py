@@ -21,6 +21,10 @@ METHODS_HELP = "\n\n".join(f"{name}: {entry.summary} ({entry.config.replace(':',
                            for name, entry in TRAINERS.items())
 
 
+#: the fields of a trainer config that name a model: a folder, or a hub name fetched when training starts
+MODEL_FIELDS = ("model", "policy", "prm", "init", "critic")
+
+
 @app.command("train", help="Train a policy: METHOD is one of the trainers below, CONFIG its YAML config (every "
              "field is described in the config class named). Prints one JSON line per iteration, then the policy "
              "folder.\n\n" + METHODS_HELP)
@@ -28,12 +32,18 @@ def train(
     method: Annotated[Method, typer.Argument(help="the training method", show_default=False)],
     config: Annotated[Path, typer.Argument(help="the method's config YAML")],
     output_dir: Annotated[Path | None, typer.Option("--output-dir", help="overrides the config's output_dir")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate the config and print it with every field "
+                                          "resolved (YAML, defaults included) and the inputs it reads, each "
+                                          "found here or not; trains nothing")] = False,
 ) -> None:
     from proctor.cli.errors import user_errors
 
     entry = trainer(method.value)
     config_class, train_fn = entry.load()
     cfg = validated_config(config, config_class, output_dir)
+    if dry_run:
+        typer.echo(dry_run_text(f"proctor train {method.value}", config, cfg))
+        return
     with user_errors(str(config)):
         result = train_fn(cfg)
     if not is_main_process():
@@ -61,3 +71,37 @@ def summary_lines(result: Any, metrics_path: Path | None) -> list[dict[str, Any]
             line.update(loss_first=losses[0], loss_last=losses[-1])
         return [line]
     return [*(_without_logs(m) for m in result.iterations), {"policy_dir": str(result.policy_dir)}]
+
+
+def config_inputs(cfg: Any) -> list[tuple[str, str, bool]]:
+    """What a trainer config reads, as (field, path, found here): each field set to a file or folder (a `Path`;
+    `output_dir` is what it writes) or to a model (`MODEL_FIELDS`)."""
+    out = []
+    for name in type(cfg).model_fields:
+        value = getattr(cfg, name)
+        if name != "output_dir" and (isinstance(value, Path) or (name in MODEL_FIELDS and isinstance(value, str))):
+            out.append((name, str(value), Path(value).exists()))
+    return out
+
+
+def dry_run_text(command: str, path: Path, cfg: Any) -> str:
+    """`--dry-run`'s output, itself a config `command` reads: the config at `path` with every field resolved, as
+    YAML, then the inputs it reads and the folder it writes as comments."""
+    import yaml
+
+    resolved = cfg.model_dump(mode="json", serialize_as_any=True)
+    lines = [f"# {path}: a valid {type(cfg).__name__} for `{command}`, every field resolved",
+             yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=110).rstrip(), "# reads:"]
+    inputs = config_inputs(cfg)
+    width = max((len(name) for name, _, _ in inputs), default=0)
+    for name, value, found in inputs:
+        where = "found" if found else ("not found here (read as a hub name when training starts)"
+                                       if name in MODEL_FIELDS and not isinstance(getattr(cfg, name), Path)
+                                       else "not found here")
+        lines.append(f"#   {name:<{width}}  {value}: {where}")
+    if not inputs:
+        lines.append("#   nothing but the env")
+    if "output_dir" in resolved:
+        lines.append(f"# writes: {resolved['output_dir']}")
+    lines.append("# nothing was run (--dry-run)")
+    return "\n".join(lines)
