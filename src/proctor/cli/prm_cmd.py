@@ -148,8 +148,8 @@ def _scores_store(write_back: Path, model: Path, data: Path, trajs: list, name: 
     if write_back.resolve() == data.resolve():
         raise ValueError(f"--write-back {write_back}: the store being scored; write the scored copy to another "
                          "folder")
-    identity = {"prm": {"path": str(model), "files": files_fingerprint(model)},
-                "input": {"path": str(data), "trajectories": fingerprint(t.id for t in trajs)}, "name": name}
+    identity = {"prm": {"path": str(model.resolve()), "files": files_fingerprint(model)},
+                "input": {"path": str(data.resolve()), "trajectories": fingerprint(t.id for t in trajs)}, "name": name}
     return open_for_run(write_back, "scores", identity, overwrite=overwrite, what="PRM scores")[0]
 
 

@@ -119,7 +119,7 @@ def run_identity(cfg: TargetsConfig, params: dict[str, Any], trajs: Sequence[Tra
     for name, path, group in (("input", cfg.input, trajs), ("completions", cfg.completions, comps),
                               ("policy", cfg.policy, pol)):
         if path is not None:
-            identity[name] = {"path": str(path), "trajectories": fingerprint(t.id for t in group or [])}
+            identity[name] = {"path": str(path.resolve()), "trajectories": fingerprint(t.id for t in group or [])}
     return identity
 
 
