@@ -4,6 +4,7 @@ line naming the stage, the rank and its log, and the loop as a plan of stages wi
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import threading
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from proctor.cli import app
 from proctor.pipeline import PipelineConfig, run_pipeline
-from proctor.pipeline.launch import LaunchSection, RankFailure, rank_error, root_cause
+from proctor.pipeline.launch import DevicePlan, LaunchSection, RankFailure, rank_error, root_cause
 from proctor.pipeline.run import plan_stages
 from test_pipeline import toy_config
 
@@ -224,3 +225,36 @@ def test_sft_on_two_nodes_of_a_local_ray_cluster_follows_one_process(tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_device_plan_must_fit_what_torch_sees(tmp_path, monkeypatch):
+    """On this machine torch sees no CUDA device: any GPU named is one line at validation. With 8 seen (the count
+    is all the plan reads of the machine), the server on 0–3 and training on 4–7 run apart: the server's tensor
+    parallelism and the training processes must match their GPUs, and each gets them as CUDA_VISIBLE_DEVICES."""
+    import proctor.pipeline.launch as launch
+    from proctor.pipeline.run import Pipeline, served_generation
+
+    base = toy_config(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"devices.training: GPU 0 is not a CUDA device torch sees here \(it sees 0\)"):
+        PipelineConfig.model_validate({**base, "devices": {"training": [0]}})
+    monkeypatch.setattr(launch, "_cuda_count", lambda: 8)
+    vllm = {"engine": "vllm", "server": {"tensor_parallel_size": 4, "python": "/bin/true"}}
+    plan = {**base, "generation": vllm, "launch": {"processes": 4}, "devices": {"generation": [0, 1, 2, 3],
+                                                                              "training": [4, 5, 6, 7]}}
+    cfg = PipelineConfig.model_validate(plan)
+    assert cfg.devices.apart and DevicePlan.visible(cfg.devices.training) == {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    server = served_generation(cfg).server
+    assert server.config.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert server.command()[server.command().index("--tensor-parallel-size") + 1] == "4"
+    sft = next(s for s in Pipeline(cfg).plan() if s.key == "iter-0/sft")
+    assert Pipeline(cfg).launched(sft)
+    for change, message in [({"devices": {"training": [8]}}, "devices.training: GPU 8 is not a CUDA device"),
+                            ({"launch": {"processes": 2}}, "devices.training: 4 GPUs, but launch.processes is 2"),
+                            ({"generation": {"engine": "vllm"}}, "tensor × data parallel size is 1 × 1"),
+                            ({"devices": {"training": [1, 1]}}, "devices.training: give distinct GPU indices")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PipelineConfig.model_validate({**plan, **change})
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "run.yaml"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "devices: the vLLM server on GPUs [0, 1, 2, 3], training on GPUs [4, 5, 6, 7]" in res.output

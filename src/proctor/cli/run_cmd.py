@@ -37,8 +37,8 @@ def print_stage(stage: str, record: dict[str, Any]) -> None:
 def print_plan(cfg: Any) -> None:
     """`--dry-run`: the run's settings, then each stage (`proctor.pipeline.run.plan_stages`: the loop's own stages)
     with the command that runs it; what the run would meet on this machine (the env's data, the model folder,
-    stages already done) as notes."""
-    from proctor.pipeline.manifest import MANIFEST
+    stages already done, or a run of another config in the folder) as notes."""
+    from proctor.pipeline.manifest import MANIFEST, config_mismatch
     from proctor.pipeline.run import Pipeline
     from proctor.pipeline.stage import split_sizes
 
@@ -55,7 +55,12 @@ def print_plan(cfg: Any) -> None:
     if (cfg.out / MANIFEST).is_file():
         import json
 
-        done = json.loads((cfg.out / MANIFEST).read_text()).get("stages", {})
+        recorded = json.loads((cfg.out / MANIFEST).read_text())
+        mismatch = config_mismatch(cfg.out / MANIFEST, recorded.get("config"), cfg.model_dump(mode="json"))
+        if mismatch is None:
+            done = recorded.get("stages", {})
+        else:
+            notes.append(f"no stage is done for this config, and `proctor run` stops at once: {mismatch}")
     kwargs = ", ".join(f"{k}={v}" for k, v in cfg.env_kwargs.items())
     console.print(f"[bold]proctor run[/] {cfg.out}: env {cfg.env}({kwargs}), seed {cfg.seed}, workers {cfg.workers}, "
                   f"{cfg.iterations} iteration(s)", highlight=False, soft_wrap=True)
@@ -63,6 +68,11 @@ def print_plan(cfg: Any) -> None:
     if launch.processes > 1 or launch.nodes > 1:
         console.print(f"training stages ({', '.join(launch.stages)}): {launch.processes} process(es) on each of "
                       f"{launch.nodes} node(s) under {launch.launcher}", highlight=False, soft_wrap=True)
+    plan = cfg.devices
+    if plan.generation is not None or plan.training is not None:
+        console.print(f"devices: the vLLM server on GPUs {plan.generation or 'all'}, training on GPUs "
+                      f"{plan.training or 'all'}" + ("" if plan.apart else " (the server stopped while a stage "
+                                                      "trains)"), highlight=False, soft_wrap=True)
     pipeline = Pipeline(cfg, sizes=sizes)
     stages = pipeline.plan()
     width = max(len(stage.key) for stage in stages)

@@ -53,7 +53,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from proctor.credit.stage import TargetsConfig
-from proctor.pipeline.launch import LaunchSection
+from proctor.pipeline.launch import DevicePlan, LaunchSection
 from proctor.pipeline.monitor import MonitorSection
 from proctor.prm.config import DataSection as PRMDataSection
 from proctor.prm.config import ModelSection as PRMModelSection
@@ -603,6 +603,29 @@ class PipelineConfig(_Section):
     launch: LaunchSection = Field(default_factory=LaunchSection, description="how the training stages (SFT, the "
                                   "PRM, the improvement) run: in this process, or in N processes per node under "
                                   "torchrun / accelerate launch, on one or several nodes (proctor.pipeline.launch)")
+    devices: DevicePlan = Field(default_factory=DevicePlan, description="which CUDA devices the vLLM server and the "
+                                "launched training stages get (None for both: every part on every GPU, the server "
+                                "stopped while a stage trains)")
+
+    @model_validator(mode="after")
+    def _devices_fit(self) -> PipelineConfig:
+        """The device plan agrees with the processes and the server's parallelism it feeds."""
+        training, generation = self.devices.training, self.devices.generation
+        if training is not None:
+            if self.launch.nodes > 1:
+                raise ValueError("devices.training: a device plan is for one node (on several, each node's launcher "
+                                 "takes its GPUs)")
+            if self.launch.processes != len(training):
+                raise ValueError(f"devices.training: {len(training)} GPUs, but launch.processes is "
+                                 f"{self.launch.processes} (one process each)")
+        if generation is not None:
+            server = self.generation.server
+            if self.generation.engine != "vllm":
+                raise ValueError("devices.generation: the GPUs of the vLLM server, but generation.engine is not vllm")
+            if server.tensor_parallel_size * server.data_parallel_size != len(generation):
+                raise ValueError(f"devices.generation: {len(generation)} GPUs, but the server's tensor × data "
+                                 f"parallel size is {server.tensor_parallel_size} × {server.data_parallel_size}")
+        return self
 
     @field_validator(*TRAINER_SECTIONS, mode="wrap")
     @classmethod

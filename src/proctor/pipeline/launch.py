@@ -98,6 +98,46 @@ def devices_here() -> tuple[int, str]:
     return (gpus, "CUDA devices") if gpus else (os.cpu_count() or 1, "CPUs (no CUDA device is seen)")
 
 
+class DevicePlan(BaseModel):
+    """Which CUDA devices the loop's vLLM server and its launched training stages get (see `docs/concepts/loop.md`):
+    e.g. the server on GPUs 0–3 and training on 4–7, both running at once; or neither given, every part on every
+    GPU with the server stopped while a stage trains."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    generation: list[int] | None = Field(default=None, description="the GPUs of the vLLM server of `generation: "
+                                         "{engine: vllm}` (its tensor × data parallel size must be their number; "
+                                         "None: every GPU)")
+    training: list[int] | None = Field(default=None, description="the GPUs of the launched training stages, one "
+                                       "process each (launch.processes must be their number; None: every GPU)")
+
+    @model_validator(mode="after")
+    def _seen(self) -> DevicePlan:
+        seen = _cuda_count()
+        for part in ("generation", "training"):
+            devices = getattr(self, part)
+            if devices is None:
+                continue
+            if not devices or len(set(devices)) != len(devices):
+                raise ValueError(f"devices.{part}: give distinct GPU indices, e.g. [0, 1]")
+            outside = [d for d in devices if not 0 <= d < seen]
+            if outside:
+                raise ValueError(f"devices.{part}: GPU {outside[0]} is not a CUDA device torch sees here (it sees "
+                                 f"{seen}{': ' + ', '.join(map(str, range(seen))) if seen else ''})")
+        return self
+
+    @property
+    def apart(self) -> bool:
+        """Whether the server and training have GPUs of their own (the server keeps running while a stage trains)."""
+        return (self.generation is not None and self.training is not None
+                and not set(self.generation) & set(self.training))
+
+    @staticmethod
+    def visible(devices: list[int] | None) -> dict[str, str]:
+        """The environment that gives a process `devices` (nothing: every device)."""
+        return {} if devices is None else {"CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))}
+
+
 class RankFailure(RuntimeError):
     """A launched stage failed: the stage, the first rank that failed, what it said, and its log file."""
 
@@ -160,11 +200,11 @@ def executable(words: list[str]) -> list[str]:
 
 
 def run_launched(key: str, words: list[str], stage_args: list[str], log_dir: Path, result_file: Path,
-                 main_here: bool = True) -> dict[str, Any] | None:
+                 main_here: bool = True, env: dict[str, str] | None = None) -> dict[str, Any] | None:
     """Run one stage under the launcher `words` (`LaunchSection.words`), each rank's output in its own log file
     under `log_dir` (torchrun) or the launcher's log (accelerate); returns the result the main process wrote to
-    `result_file` (None when the main process may be on another node: not `main_here`). A failed rank raises
-    `RankFailure`."""
+    `result_file` (None when the main process may be on another node: not `main_here`); `env`: more environment
+    (the device plan's `CUDA_VISIBLE_DEVICES`). A failed rank raises `RankFailure`."""
     log_dir.mkdir(parents=True, exist_ok=True)
     if main_here:
         result_file.unlink(missing_ok=True)
@@ -175,7 +215,7 @@ def run_launched(key: str, words: list[str], stage_args: list[str], log_dir: Pat
     launcher_log = log_dir / "launcher.log"
     with launcher_log.open("w") as out:
         proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, check=False,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                              env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     text = launcher_log.read_text(errors="replace")
     if proc.returncode == 0 and result_file.is_file():
         return json.loads(result_file.read_text())

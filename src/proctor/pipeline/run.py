@@ -421,8 +421,11 @@ class Pipeline:
         return list(self.stages())
 
     def launched(self, stage: Stage) -> bool:
-        """Whether `stage` runs in launched processes (`launch`), rather than in this one."""
-        return stage.trains and self.cfg.launch.launches(stage.name)
+        """Whether `stage` runs in launched processes (`launch`; any training stage the device plan gives GPUs of
+        its own), rather than in this one."""
+        launch = self.cfg.launch
+        return stage.trains and (launch.launches(stage.name) or (self.cfg.devices.training is not None
+                                                                 and stage.name in launch.stages))
 
     def command(self, stage: Stage) -> str:
         """The exact command that runs `stage` (under its launcher when it is launched)."""
@@ -449,7 +452,7 @@ class Pipeline:
                     shutil.rmtree(stage.out)
                 barrier()
                 return inner_train()
-        if self.served is not None and stage.trains:
+        if self.served is not None and stage.trains and not self.cfg.devices.apart:
             served, inner = self.served, run
 
             def run() -> Any:  # training needs the device's memory; the next stage that samples restarts it
@@ -466,7 +469,7 @@ class Pipeline:
 
     def launch(self, stage: Stage) -> dict[str, Any]:
         """Run `stage` in the processes `launch` asks for; returns the result its main process wrote."""
-        from proctor.pipeline.launch import run_launched
+        from proctor.pipeline.launch import DevicePlan, run_launched
 
         logs = self.out / "logs" / slug(stage.key)
         args = ["run", str(self.out / RUN_CONFIG), "--stage", stage.key]
@@ -474,7 +477,8 @@ class Pipeline:
             from proctor.pipeline.nodes import run_on_nodes
 
             return run_on_nodes(self.cfg.launch, stage.key, args, logs, logs / "result.json")
-        return run_launched(stage.key, self.cfg.launch.words(), args, logs, logs / "result.json")
+        return run_launched(stage.key, self.cfg.launch.words(), args, logs, logs / "result.json",
+                            env=DevicePlan.visible(self.cfg.devices.training))
 
     def run(self) -> dict[str, Any]:
         """Run (or resume) every stage; returns the summary (also `RUN/summary.json`)."""
@@ -571,6 +575,10 @@ def served_generation(cfg: PipelineConfig) -> Any:
     cfg.out.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"port": port}))
     server = cfg.generation.server.model_copy(update={"port": port})
+    if cfg.devices.generation is not None:  # the device plan's GPUs for the server
+        from proctor.pipeline.launch import DevicePlan
+
+        server = server.model_copy(update={"env": {**server.env, **DevicePlan.visible(cfg.devices.generation)}})
     return ServedPolicy(cfg.generation.model_copy(update={"server": server}), "", lora=False,
                         log_file=cfg.out / "vllm.log")
 

@@ -66,6 +66,10 @@ class VLLMServerConfig(BaseModel):
         "with a per-request seed crashes vLLM 0.32's CPU sampler ('CPU Generator does not use offset')")
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1,
                                                  description="fraction of GPU memory vLLM may take (None: vLLM's)")
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs one copy of the model is split over "
+                                      "(vLLM's --tensor-parallel-size)")
+    data_parallel_size: int = Field(default=1, ge=1, description="copies of the model behind the one server, each on "
+                                    "its own GPUs; vLLM spreads the requests over them (--data-parallel-size)")
     api_key_env: str | None = Field(default=None, description="environment variable holding the key every "
                                     "request must carry (None: none)")
     start_timeout: float = Field(default=600.0, gt=0, description="seconds to wait for the server to answer")
@@ -131,6 +135,10 @@ class VLLMServer:
             cmd += ["--max-num-batched-tokens", str(c.max_num_batched_tokens)]
         if c.gpu_memory_utilization is not None:
             cmd += ["--gpu-memory-utilization", str(c.gpu_memory_utilization)]
+        if c.tensor_parallel_size > 1:
+            cmd += ["--tensor-parallel-size", str(c.tensor_parallel_size)]
+        if c.data_parallel_size > 1:
+            cmd += ["--data-parallel-size", str(c.data_parallel_size)]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
