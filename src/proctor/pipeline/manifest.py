@@ -71,6 +71,47 @@ def environment_changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[s
     return [f"{k}: {old.get(k)} → {new.get(k)}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
+#: the differing fields a config-mismatch message names (the rest are counted)
+SHOWN_DIFFERENCES = 5
+#: a field that one of two configs does not have
+_UNSET = object()
+
+
+def config_differences(old: Any, new: Any, field: str = "") -> list[str]:
+    """"field: old → new" for every field where two configs (JSON data) differ, nested fields by dotted path
+    (`sft.steps: 1200 → 800`; list items by index when the lengths agree, `evaluate.entries.1.agent.n: 8 → 4`);
+    values as JSON, cut at 60 characters; a field only one config has is `(unset)` in the other."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [*new, *(k for k in old if k not in new)]
+        return [d for k in keys for d in config_differences(old.get(k, _UNSET), new.get(k, _UNSET),
+                                                            f"{field}.{k}" if field else str(k))]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
+                for d in config_differences(a, b, f"{field}.{i}" if field else str(i))]
+    if old == new:
+        return []
+    return [f"{field or '<config>'}: {_shown(old)} → {_shown(new)}"]
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    if value is _UNSET:
+        return "(unset)"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def config_mismatch(path: Path, recorded: Any, config: dict[str, Any]) -> str | None:
+    """The one line refusing to resume the run recorded in manifest `path` with `config`, naming the fields that
+    differ (recorded → this config); None when the configs are the same."""
+    differences = config_differences(recorded, config)
+    if not differences:
+        return None
+    shown = "; ".join(differences[:SHOWN_DIFFERENCES])
+    more = len(differences) - SHOWN_DIFFERENCES
+    return (f"{path}: the run in this directory has another config ({shown}{f'; and {more} more' if more > 0 else ''}"
+            "); resume it with the same config, or choose a new output directory")
+
+
 class Manifest:
     """The run directory's `manifest.json` (see module docstring)."""
 
@@ -85,9 +126,9 @@ class Manifest:
         self.reuse = ReusableRun(Path(reuse), self.root, config.get("out")) if reuse is not None else None
         if self.path.exists():
             self.data = json.loads(self.path.read_text())
-            if self.data.get("config") != config:
-                raise ValueError(f"{self.path}: the run in this directory has another config; resume it with the "
-                                 "same config, or choose a new output directory")
+            mismatch = config_mismatch(self.path, self.data.get("config"), config)
+            if mismatch is not None:
+                raise ValueError(mismatch)
             recorded = self.data.get("environment")  # runs from before this record have none
             changes = environment_changes(recorded, environment(env)) if recorded else []
             if changes:
