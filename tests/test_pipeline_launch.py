@@ -4,8 +4,8 @@ line naming the stage, the rank and its log, and the loop as a plan of stages wi
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import threading
 import time
@@ -231,7 +231,7 @@ def test_a_device_plan_must_fit_what_torch_sees(tmp_path, monkeypatch):
     """On this machine torch sees no CUDA device: any GPU named is one line at validation. With 8 seen (the count
     is all the plan reads of the machine), the server on 0–3 and training on 4–7 run apart: the server's tensor
     parallelism and the training processes must match their GPUs, and each gets them as CUDA_VISIBLE_DEVICES."""
-    import proctor.pipeline.launch as launch
+    from proctor.pipeline import launch
     from proctor.pipeline.run import Pipeline, served_generation
 
     base = toy_config(tmp_path / "run")
