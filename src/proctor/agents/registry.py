@@ -42,7 +42,8 @@ class AgentSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: str
+    kind: str = Field(description="the agent kind: a name in the agent registry (`proctor rollout --help` lists "
+                      "them), which selects the config's other fields")
 
     def build(self) -> Agent:
         raise NotImplementedError
@@ -117,7 +118,7 @@ def _known_expert(kind: str) -> str:
 class ExpertConfig(AgentSpec):
     """A scripted expert of the env (`oracle` reads the env's privileged hint)."""
 
-    kind: Literal["expert"] = "expert"
+    kind: Literal["expert"] = Field(default="expert", description="the agent kind (selects this config)")
     expert: str = Field(default="oracle", description="oracle, or an env's registered expert (household: search)")
 
     @field_validator("expert")
@@ -135,9 +136,11 @@ class ExpertConfig(AgentSpec):
 class RandomConfig(AgentSpec):
     """Uniform over the admissible actions (or `fallback_actions` when the env lists none)."""
 
-    kind: Literal["random"] = "random"
-    seed: int = 0
-    fallback_actions: list[str] | None = None
+    kind: Literal["random"] = Field(default="random", description="the agent kind (selects this config)")
+    seed: int = Field(default=0, description="with the prefix's task, sample and step, seeds each draw: the same "
+                      "prefix gets the same action in every run")
+    fallback_actions: list[str] | None = Field(default=None, description="the actions to draw from when the env "
+                                               "lists no admissible ones (None: the env's candidate actions)")
 
     def build(self) -> Agent:
         from proctor.agents.simple import RandomAgent
@@ -149,9 +152,10 @@ class RandomConfig(AgentSpec):
 class ReplayConfig(AgentSpec):
     """The actions of stored trajectories again, matched by (env, task, sample)."""
 
-    kind: Literal["replay"] = "replay"
+    kind: Literal["replay"] = Field(default="replay", description="the agent kind (selects this config)")
     source: str = Field(description="a trajectory store directory")
-    check_observations: bool = True
+    check_observations: bool = Field(default=True, description="stop with an error when the env's observation "
+                                     "differs from the recorded one (the env diverged from the recording)")
 
     def build(self) -> Agent:
         from proctor.agents.simple import ReplayAgent
@@ -168,19 +172,25 @@ _STOP_HELP = ("stop strings; None: the output format's end of action (plain: a n
 class HFConfig(AgentSpec):
     """A local Hugging Face causal LM (batched generation, prefix KV cache)."""
 
-    kind: Literal["hf"] = "hf"
+    kind: Literal["hf"] = Field(default="hf", description="the agent kind (selects this config)")
     model: str = Field(description="model folder or hub name")
-    prompt: PromptConfig = Field(default_factory=PromptConfig)
-    temperature: float = Field(default=1.0, ge=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=0, ge=0)
-    max_new_tokens: int = Field(default=48, ge=1)
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="how states are rendered as the "
+                                 "model's prompt and its output parsed")
+    temperature: float = Field(default=1.0, ge=0, description="sampling temperature; 0: greedy decoding")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling: keep the most likely tokens up to "
+                         "this probability mass; 1: all")
+    top_k: int = Field(default=0, ge=0, description="sample among the k most likely tokens only; 0: no limit")
+    max_new_tokens: int = Field(default=48, ge=1, description="most tokens generated per action")
     stop: list[str] | None = Field(default=None, description=_STOP_HELP)
-    seed: int | None = 0
-    batch_size: int | None = Field(default=None, ge=1)
+    seed: int | None = Field(default=0, description="with the rows' task, sample, step and episode seed, seeds "
+                             "each generate call, so the same prefixes give the same samples in any run; None: "
+                             "unseeded")
+    batch_size: int | None = Field(default=None, ge=1, description="most prompts per generate call (None: all of "
+                                   "a call's prompts at once); lower it when memory runs out")
     device: Device = "auto"
     dtype: Dtype = "auto"
-    prefix_cache: int = Field(default=64, ge=0)
+    prefix_cache: int = Field(default=64, ge=0, description="keep the KV caches of this many most recent "
+                              "episodes and reuse it at their next step; 0: off")
 
     def build(self) -> Agent:
         from proctor.agents.hf import HFAgent
@@ -195,20 +205,29 @@ class HFConfig(AgentSpec):
 class OpenAIConfig(AgentSpec):
     """A model behind an OpenAI-compatible server (vLLM, SGLang, `proctor serve`)."""
 
-    kind: Literal["openai"] = "openai"
-    model: str
+    kind: Literal["openai"] = Field(default="openai", description="the agent kind (selects this config)")
+    model: str = Field(description="the model name the server serves it under")
     base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1")
-    api_key_env: str = "OPENAI_API_KEY"
-    endpoint: Literal["chat", "completions"] = "chat"
-    prompt: PromptConfig = Field(default_factory=PromptConfig)
-    temperature: float = Field(default=1.0, ge=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    max_tokens: int = Field(default=256, ge=1)
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="environment variable holding the API key "
+                             "(unset: 'EMPTY', as local servers expect); the key itself is never in a config")
+    endpoint: Literal["chat", "completions"] = Field(default="chat", description="chat: send the messages (the "
+                                                     "server applies its chat template); completions: render the "
+                                                     "prompt here with `tokenizer` and send the text")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="how states are rendered as the "
+                                 "model's prompt and its output parsed")
+    temperature: float = Field(default=1.0, ge=0, description="sampling temperature; 0: greedy (one completion "
+                               "repeated n times)")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus sampling: keep the most likely tokens up to "
+                         "this probability mass; 1: all")
+    max_tokens: int = Field(default=256, ge=1, description="most tokens generated per action")
     stop: list[str] | None = Field(default=None, description=_STOP_HELP)
-    concurrency: int = Field(default=8, ge=1)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    seed: int | None = 0
+    concurrency: int = Field(default=8, ge=1, description="requests in flight at once (one per prefix)")
+    timeout: float = Field(default=60.0, gt=0, description="seconds before a request counts as timed out (and is "
+                           "retried)")
+    max_retries: int = Field(default=5, ge=0, description="retries of a request after a connection error, a "
+                             "timeout or HTTP 408/409/429/5xx, with exponential back-off; then the agent fails")
+    seed: int | None = Field(default=0, description="with the prefix's task, sample, step and episode seed, the "
+                             "seed sent with each request (a re-run sends the same); None: none sent")
     tokenizer: str | None = Field(default=None, description="the model's tokenizer (folder or hub name): the "
                                   "completions endpoint renders the prompt with it")
     return_token_ids: bool = Field(default=True, description="ask for the generated token ids (vLLM's "
@@ -244,19 +263,24 @@ class ServerRef(BaseModel):
 
 
 class MixtureComponent(BaseModel):
+    """One agent of a mixture and its share of the samples."""
+
     model_config = ConfigDict(extra="forbid")
 
-    agent: AgentConfig
-    weight: float = Field(gt=0)
+    agent: AgentConfig = Field(description="the component's agent config")
+    weight: float = Field(gt=0, description="its share of each state's samples, relative to the other components' "
+                          "weights")
 
 
 @register_agent("mixture")
 class MixtureConfig(AgentSpec):
     """A step's samples split across agents by weight (AgentPRM's mixture of policies)."""
 
-    kind: Literal["mixture"] = "mixture"
-    components: list[MixtureComponent] = Field(min_length=1)
-    seed: int | None = 0
+    kind: Literal["mixture"] = Field(default="mixture", description="the agent kind (selects this config)")
+    components: list[MixtureComponent] = Field(min_length=1, description="the agents and their weights: a state's "
+                                               "n samples are split between them in proportion")
+    seed: int | None = Field(default=0, description="seeds the split of the remainder samples per (task, sample, "
+                             "step); None: the largest remainders, deterministically")
 
     def build(self) -> Agent:
         from proctor.agents.composite import MixtureAgent
@@ -268,10 +292,11 @@ class MixtureConfig(AgentSpec):
 class EpsilonExpertConfig(AgentSpec):
     """An expert that takes a random admissible action instead at rate epsilon (ε-greedy exploration)."""
 
-    kind: Literal["epsilon"] = "epsilon"
-    expert: str = "oracle"
-    epsilon: float = Field(default=0.3, ge=0, le=1)
-    seed: int = 0
+    kind: Literal["epsilon"] = Field(default="epsilon", description="the agent kind (selects this config)")
+    expert: str = Field(default="oracle", description="oracle, or an env's registered expert (household: search)")
+    epsilon: float = Field(default=0.3, ge=0, le=1, description="the share of samples drawn uniformly from the "
+                           "admissible actions instead of the expert's; 0: the expert alone, 1: random alone")
+    seed: int = Field(default=0, description="seeds the random actions and the expert/random split")
 
     @field_validator("expert")
     @classmethod
@@ -295,12 +320,15 @@ class EpsilonExpertConfig(AgentSpec):
 class SwitchConfig(AgentSpec):
     """Roll in with one agent, switch to another at a random (or given) step."""
 
-    kind: Literal["switch"] = "switch"
-    roll_in: AgentConfig
-    roll_out: AgentConfig
-    switch_prob: float | None = Field(default=None, gt=0, le=1)
-    switch_steps: int | list[int] | dict[int, float] | None = None
-    seed: int = 0
+    kind: Literal["switch"] = Field(default="switch", description="the agent kind (selects this config)")
+    roll_in: AgentConfig = Field(description="the agent that acts before the switch step")
+    roll_out: AgentConfig = Field(description="the agent that acts from the switch step on")
+    switch_prob: float | None = Field(default=None, gt=0, le=1, description="switch at each step with this "
+                                      "probability (the switch step is geometric); give this or switch_steps")
+    switch_steps: int | list[int] | dict[int, float] | None = Field(default=None, description="the switch step: "
+                                                                    "a step, uniform over a list of steps, or drawn "
+                                                                    "from a {step: weight} mapping")
+    seed: int = Field(default=0, description="seeds the switch step, drawn once per (task, sample)")
 
     @model_validator(mode="after")
     def _one_rule(self) -> SwitchConfig:
@@ -319,11 +347,13 @@ class SwitchConfig(AgentSpec):
 class ChoiceConfig(AgentSpec):
     """A local HF causal LM choosing among the admissible actions by their log-likelihood (constrained)."""
 
-    kind: Literal["choice"] = "choice"
+    kind: Literal["choice"] = Field(default="choice", description="the agent kind (selects this config)")
     model: str = Field(description="model folder or hub name")
-    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="how states are rendered as the "
+                                 "model's prompt (and a generated action parsed)")
     temperature: float = Field(default=1.0, ge=0, description="softmax temperature over the actions; 0: greedy")
-    seed: int | None = 0
+    seed: int | None = Field(default=0, description="with the prefix's task, sample, step and episode seed, seeds "
+                             "the draw among the actions (policies with the same seed share its noise)")
     batch_size: int | None = Field(default=None, ge=1, description="most (state, action) rows per forward pass")
     device: Device = "auto"
     dtype: Dtype = "auto"
