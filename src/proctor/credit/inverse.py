@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.credit.completions import index_completions, resampled_actions
 from proctor.credit.keys import state_keys
@@ -28,10 +28,13 @@ from proctor.trajectory import Trajectory
 
 
 class InverseConfig(BaseModel):
+    """Inverse-PRM transitions: expert (label 1) and policy (label 0), balanced or not."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    balance: bool = True
-    seed: int = 0
+    balance: bool = Field(True, description="sample the larger class (expert or policy transitions) down to the "
+                          "size of the smaller one; false: keep all")
+    seed: int = Field(0, description="seeds the down-sampling of `balance`")
 
 
 def _transitions(traj: Trajectory, label: float, next_action_at: Mapping[tuple[str, int], str] | None,

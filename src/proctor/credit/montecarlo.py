@@ -30,9 +30,11 @@ Discount = Literal["to_go", "from_start"]
 class MCConfig(OutcomeConfig):
     """Monte-Carlo targets: discount γ, which discount exponent, and whether the reason is in the key."""
 
-    gamma: float = Field(0.95, gt=0.0, le=1.0)
-    discount: Discount = "to_go"
-    include_reason: bool = False
+    gamma: float = Field(0.95, gt=0.0, le=1.0, description="γ: the discount of the outcome per step (1: none)")
+    discount: Discount = Field("to_go", description="the exponent of γ for step t of T: to_go, T−1−t (the paper's); "
+                               "from_start, t (the released code's)")
+    include_reason: bool = Field(False, description="an action's identity includes its free-text reason, so the "
+                                 "same action with other reasons is another (state, action) pair")
 
 
 def discounted_returns(r_signed: float, n_steps: int, gamma: float, discount: Discount = "to_go") -> list[float]:

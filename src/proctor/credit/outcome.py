@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.trajectory import Trajectory
 
@@ -39,8 +39,10 @@ class OutcomeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    outcome: OutcomeSource = "success"
-    drop_errors: bool = False
+    outcome: OutcomeSource = Field(default="success", description="the outcome R ∈ [0, 1] of a trajectory: "
+                                   "success (1 or 0), or score (the env's grade, clipped to [0, 1])")
+    drop_errors: bool = Field(default=False, description="leave out trajectories that ended in env_error or "
+                              "agent_error (counted as dropped); false: such a trajectory is an error")
 
 
 def outcome(traj: Trajectory, source: OutcomeSource = "success") -> float:

@@ -27,10 +27,15 @@ from proctor.trajectory import Trajectory
 
 
 class ShapedConfig(OutcomeConfig):
-    gamma: float = Field(0.95, gt=0.0, le=1.0)
-    include_reason: bool = False
-    value_scale: Literal["pm1", "unit"] = "pm1"
-    soft_label: bool = False
+    """Shaped targets: the Monte-Carlo return plus γ·V(s') − V(s), optionally as soft labels."""
+
+    gamma: float = Field(0.95, gt=0.0, le=1.0, description="γ: the discount of the return and of V(s')")
+    include_reason: bool = Field(False, description="an action's identity includes its free-text reason, so the "
+                                 "same action with other reasons is another (state, action) pair")
+    value_scale: Literal["pm1", "unit"] = Field("pm1", description="the scale of a given value function V: pm1, "
+                                                "on [−1, 1] as the return; unit, on [0, 1] (mapped by 2v − 1)")
+    soft_label: bool = Field(False, description="the target is σ(k·(ȳ − mean ȳ)) with k = c / IQR, in (0, 1), "
+                             "rather than the mean shaped return ȳ itself")
     c: float = Field(3.0, gt=0.0, description="soft-label steepness: k = c / IQR")
 
 

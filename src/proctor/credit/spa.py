@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import Field
+
 from proctor.credit.keys import state_keys
 from proctor.credit.outcome import CreditError, OutcomeConfig, Scored, scored
 from proctor.credit.records import LabelledStep, ProgressExample, params_json
@@ -20,10 +22,15 @@ from proctor.credit.registry import MethodResult, Sources, register_method
 
 
 class SPAConfig(OutcomeConfig):
-    progress_score: str | None = None
-    alpha: float = 1.0
-    beta: float = 0.5
-    outcome_weight: float = 1.0
+    """SPA-RL: the progress estimator's examples, or dense rewards from its scores."""
+
+    progress_score: str | None = Field(None, description="the Step.scores key of the progress estimator's ĉ_k: "
+                                       "emit the dense rewards r_k; None: emit the estimator's training examples "
+                                       "(one per trajectory)")
+    alpha: float = Field(1.0, description="α: the weight of the progress score ĉ_k in r_k")
+    beta: float = Field(0.5, description="β: the weight of the grounding term g_k (1 when action k was valid)")
+    outcome_weight: float = Field(1.0, description="w: the weight of the outcome R added at the last step (0: "
+                                  "none)")
 
 
 def compose_rewards(progress: Sequence[float], valid: Sequence[bool], outcome: float, alpha: float = 1.0,

@@ -44,8 +44,9 @@ class TargetsConfig(BaseModel):
     completions: Path | None = Field(default=None, description="completions store (math-shepherd, inverse)")
     policy: Path | None = Field(default=None, description="policy rollouts store (inverse)")
     split: Literal["task", "keep"] = Field(default="task", description="assign splits by task, or keep them")
-    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    seed: int = 0
+    fractions: tuple[float, float, float] = Field(default=(0.8, 0.1, 0.1), description="with split 'task': the "
+                                                   "shares of the tasks in train, valid and test (they sum to 1)")
+    seed: int = Field(default=0, description="with split 'task': seeds which tasks go to which split")
     write_back: Path | None = Field(default=None, description="store of the trajectories with Step.targets")
     ground_truth: str | None = Field(
         default="step_correct",
