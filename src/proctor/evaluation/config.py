@@ -37,30 +37,34 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     env: str = Field(description="registered env name (`proctor envs`)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments")
     env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
     agent: AgentConfig | None = Field(default=None, description="agent config: {kind: ..., ...}; any registered "
                                       "kind, per-step best-of-N included")
     search: SearchConfig | None = Field(default=None, description="or a search method's config: {method: beam, ...}"
                                         " (`proctor.search`), which runs on env copies")
-    out: Path
+    out: Path = Field(description="the evaluation's folder: its trajectory store, summary.json and summary.csv "
+                      "(re-run to resume)")
     name: str | None = Field(default=None, description="the evaluation's name, its label in tables and the "
                              "report (default: the name of the `out` folder)")
-    split: str = "test"
+    split: str = Field(default="test", description="the env's task split the tasks come from (e.g. train, test; `proctor envs` "
+                       "lists an env's splits)")
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="episodes per task")
-    batch: int = Field(default=8, ge=1)
-    seed: int = Field(default=0, ge=0)
-    workers: int = Field(default=0, ge=0)
-    step_timeout: float | None = Field(default=60.0, gt=0)
-    retry_failed: bool = False
+    batch: int = Field(default=8, ge=1, description="envs stepped together (searches run together with `search`)")
+    seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
+    workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
+    step_timeout: float | None = Field(default=60.0, gt=0, description="seconds before a worker env op (reset, "
+                                       "step) counts as hung; None: no limit")
+    retry_failed: bool = Field(default=False, description="re-run stored episodes that ended in env/agent errors")
     ns: list[int] | None = Field(default=None, description="sweep: one evaluation per N (agent field `n`)")
     prm: Path | None = Field(default=None, description="score every step with this PRM folder afterwards")
     score_key: str = Field(default="prm", description="the Step.scores key the PRM's scores go to")
-    prm_batch_size: int = Field(default=8, ge=1)
+    prm_batch_size: int = Field(default=8, ge=1, description="trajectories per PRM forward pass when scoring "
+                                "with `prm`")
     device: Device = "auto"
     dtype: Dtype = "auto"
-    progress: bool = True
+    progress: bool = Field(default=True, description="show a progress bar on stderr")
 
     @model_validator(mode="before")
     @classmethod

@@ -35,9 +35,11 @@ class RolloutConfig(BaseModel):
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments")
     env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
     agent: AgentConfig = Field(default_factory=lambda: agent_config("random"),
-                               description="agent config: {kind: ..., ...} (see `proctor agents`)")
+                               description="agent config: {kind: ..., ...}, any kind of the agent registry "
+                               "(`proctor rollout --help` lists them)")
     out: Path = Field(description="trajectory store directory (re-run to resume)")
-    split: str = "test"
+    split: str = Field(default="test", description="the env's task split the tasks come from (e.g. train, test; `proctor envs` "
+                       "lists an env's splits)")
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="rollouts per task (K)")
     batch: int = Field(default=8, ge=1, description="envs stepped together (B; the lockstep engine)")
@@ -49,14 +51,16 @@ class RolloutConfig(BaseModel):
                                     "the agent's own concurrency, else 32 for a served agent, else `batch`)")
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
     workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
-    backend: Literal["local", "ray"] = "local"
+    backend: Literal["local", "ray"] = Field(default="local", description="where env workers run: local, worker processes on "
+                                           "this machine; ray, Ray actors (the ray extra)")
     step_timeout: float | None = Field(default=60.0, gt=0,
                                        description="seconds before a worker env op (reset, step) counts as hung")
     retry_failed: bool = Field(default=False, description="re-run stored episodes that ended in env/agent errors")
     max_agent_failures: int | None = Field(default=3, ge=1,
                                            description="stop when the agent's first N calls all fail")
-    start: StartConfig | None = None
-    progress: bool = True
+    start: StartConfig | None = Field(default=None, description="complete stored prefixes instead of starting "
+                                      "from the tasks' first states (`proctor rollout --from`); None: fresh episodes")
+    progress: bool = Field(default=True, description="show a progress bar on stderr")
 
     @field_validator("tasks")
     @classmethod

@@ -89,7 +89,8 @@ class CandidateConfig(BaseModel):
                                                    "was rolled out with expert hints)")
     taken: bool = Field(default=False, description="the source's own action a_t")
     random: int = Field(default=2, ge=0, description="other admissible actions drawn at random")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, description="seeds the random actions' draw (with the source's task and "
+                      "sample and t)")
 
     @model_validator(mode="after")
     def _some(self) -> CandidateConfig:

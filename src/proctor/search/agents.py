@@ -19,7 +19,7 @@ from proctor.search.scorer import check_prm_folder, load_scorer
 class BestOfNConfig(AgentSpec):
     """Per-step best-of-N: the PRM's argmax among n samples of a base agent (AgentPRM)."""
 
-    kind: Literal["best-of-n"] = "best-of-n"
+    kind: Literal["best-of-n"] = Field(default="best-of-n", description="the agent kind (selects this config)")
     base: AgentConfig = Field(description="the agent whose samples are ranked: {kind: ..., ...}")
     prm: str = Field(description="PRM folder (`proctor prm train` output)")
     n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")

@@ -35,7 +35,8 @@ class SearchSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    method: str
+    method: str = Field(description="the search method: a name in the search registry (`proctor eval --help` "
+                        "lists them), which selects the config's other fields")
 
     def describe(self) -> str:
         """The method with all its parameters (the store's run identity: a resumed run must match it)."""

@@ -29,11 +29,12 @@ ATTEMPTS_DIR = "attempts"
 class TrajectoryBestOfNConfig(PRMSearchSpec):
     """Trajectory-level best-of-N: keep one of N attempts by aggregated step scores (or weighted by answer)."""
 
-    method: Literal["trajectory-best-of-n"] = "trajectory-best-of-n"
+    method: Literal["trajectory-best-of-n"] = Field(default="trajectory-best-of-n", description="the search method (selects this config)")
     agent: AgentConfig | None = Field(default=None, description="policy that makes the attempts")
     source: Path | None = Field(default=None, description="or: a store holding samples 0..N·samples−1 per task")
     n: int = Field(default=8, ge=1, description="attempts per task")
-    aggregation: Aggregation = "last"
+    aggregation: Aggregation = Field(default="last", description="an attempt's score from its step scores: "
+                                     "last (the last step's), min, prod (their product) or mean")
     weighted: bool = Field(default=False, description="weighted best-of-N: sum the aggregates per answer")
     answer: AnswerKey = Field(default="last_action", description="what weighted best-of-N votes on")
 

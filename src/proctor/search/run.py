@@ -28,15 +28,18 @@ class SearchRunConfig(BaseModel):
     env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
     search: SearchConfig = Field(description="the method and its parameters: {method: ..., ...}")
     out: Path = Field(description="trajectory store directory (re-run to resume)")
-    split: str = "test"
+    split: str = Field(default="test", description="the env's task split the tasks come from (e.g. train, test; `proctor envs` "
+                       "lists an env's splits)")
     tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="searches per task (each with its own episode seed)")
     batch: int = Field(default=8, ge=1, description="searches (or envs) run together")
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
     workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
-    backend: Literal["local", "ray"] = "local"
-    step_timeout: float | None = Field(default=60.0, gt=0)
-    progress: bool = True
+    backend: Literal["local", "ray"] = Field(default="local", description="where env workers run: local, worker processes on "
+                                           "this machine; ray, Ray actors (the ray extra)")
+    step_timeout: float | None = Field(default=60.0, gt=0, description="seconds before a worker env op (reset, "
+                                       "step, fork) counts as hung; None: no limit")
+    progress: bool = Field(default=True, description="show a progress bar on stderr")
 
     @field_validator("tasks")
     @classmethod

@@ -29,7 +29,7 @@ class BudgetStore(TrajectoryStore):
 class StepBestOfNConfig(PRMSearchSpec):
     """Per-step best-of-N (AgentPRM): at every step the PRM's argmax among n samples of `agent`."""
 
-    method: Literal["step-best-of-n"] = "step-best-of-n"
+    method: Literal["step-best-of-n"] = Field(default="step-best-of-n", description="the search method (selects this config)")
     agent: AgentConfig = Field(description="the policy whose samples are ranked: {kind: ..., ...}")
     n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
 

@@ -23,13 +23,13 @@ class TreeSearchSpec(PRMSearchSpec):
 class BeamConfig(TreeSearchSpec):
     """Step-level beam search: the B best unfinished of the B·M children go on; ends when B have finished."""
 
-    method: Literal["beam"] = "beam"
+    method: Literal["beam"] = Field(default="beam", description="the search method (selects this config)")
 
 
 class DVTSConfig(TreeSearchSpec):
     """Diverse verifier tree search: B subtrees from the B best root children, each greedy on the PRM."""
 
-    method: Literal["dvts"] = "dvts"
+    method: Literal["dvts"] = Field(default="dvts", description="the search method (selects this config)")
 
 
 def _run_tree(cfg: TreeSearchSpec, job: SearchJob) -> None:
