@@ -160,5 +160,5 @@ def test_registry_errors_name_the_problem():
     with pytest.raises(KeyError, match="unknown environment 'nope'"):
         make("nope")
     entry = EnvEntry("fake", "proctor_missing_module:Env", "fakeextra", "")
-    with pytest.raises(ImportError, match=r"pip install 'proctor\[fakeextra\]'"):
+    with pytest.raises(ImportError, match=r"needs the optional extra 'fakeextra' .*: pip install -e \"\.\[fakeextra\]\"$"):
         entry.factory()

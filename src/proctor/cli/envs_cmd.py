@@ -6,27 +6,28 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from proctor.cli.options import parse_env_args
+from proctor.cli.options import fail, parse_env_args
 from proctor.cli.root import app
 
 console = Console()
 
 
 def _task_counts(entry) -> str:
-    import inspect
+    from proctor.envs.arguments import accepted_arguments
 
-    required = [n for n, p in inspect.signature(entry.factory()).parameters.items()
-                if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD]
-    if required:  # e.g. `stepwise`: its tasks are the problems of a file the user names
-        return "[dim]tasks from " + ", ".join(f"`--env-arg {n}=...`" for n in required) + "[/dim]"
     try:
-        env = entry.factory()()
+        factory = entry.factory()
+        required = accepted_arguments(factory)[1]
+        if required:  # e.g. `stepwise`: its tasks are the problems of a file the user names
+            return "[dim]tasks from " + ", ".join(f"`--env-arg {n}=...`" for n in required) + "[/dim]"
+        env = factory()
         counts = ", ".join(f"{s}: {len(env.task_ids(s))}" for s in env.splits())
         env.close()
     except Exception as e:  # noqa: BLE001 - an extra or its data missing: say which, keep listing
-        counts = f"[yellow]unavailable: {e}[/yellow]"
+        counts = f"[yellow]unavailable: {escape(str(e))}[/yellow]"
     return counts
 
 
@@ -43,8 +44,6 @@ def list_envs(
     known = entries()
     unknown = sorted(set(names or ()) - set(known))
     if unknown:
-        from proctor.cli.options import fail
-
         fail(f"unknown environment(s) {', '.join(unknown)}; known: {', '.join(known)}")
     table = Table(title="proctor environments")
     table.add_column("name", style="bold")
@@ -80,8 +79,7 @@ def play(
         task_id = ids[int(task)] if task.isdigit() else task
         obs, info = env.reset(task_id, seed)
     except (ValueError, KeyError, ImportError, OSError, IndexError) as e:  # a missing extra or data file
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(code=2) from None
+        fail(e)
     help_text = getattr(env, "help_text", "")
     console.print(f"[bold]{env_name}[/bold] task {task_id} (seed {seed}); {PLAY_HELP}")
     if help_text:

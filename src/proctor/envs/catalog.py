@@ -10,12 +10,16 @@ import proctor.envs.twenty_questions  # noqa: F401  (the imports above register 
 from proctor.envs.registry import register_lazy
 
 register_lazy("alfworld", "proctor.envs.alfworld:ALFWorldEnv", "alfworld",
-              "ALFWorld household games (TextWorld engine) with ALFWorld's handcoded expert")
+              "ALFWorld household games (TextWorld engine) with ALFWorld's handcoded expert",
+              requires=("alfworld", "textworld"))
 register_lazy("scienceworld", "proctor.envs.scienceworld:ScienceWorldEnv", "scienceworld",
-              "ScienceWorld's 30 science tasks x variations (JVM simulator), graded score, gold-path expert")
+              "ScienceWorld's 30 science tasks x variations (JVM simulator), graded score, gold-path expert",
+              requires=("scienceworld",))
 register_lazy("detective", "proctor.envs.detective:DetectiveEnv", "jericho",
-              "ArCHer's Detective text adventure (Jericho), look+inventory+valid actions, walkthrough expert")
+              "ArCHer's Detective text adventure (Jericho), look+inventory+valid actions, walkthrough expert",
+              requires=("jericho",))
 register_lazy("webshop", "proctor.envs.webshop:WebShopHTTPEnv", None,
               "client of a running WebShop server (fixed_<i> sessions, search[...] / click[...])")
 register_lazy("textworld", "proctor.envs.textworld_games:TextWorldEnv", "textworld",
-              "TextWorld games generated offline from a seed (or your own .z8 files); expert = the walkthrough")
+              "TextWorld games generated offline from a seed (or your own .z8 files); expert = the walkthrough",
+              requires=("textworld", "filelock"))

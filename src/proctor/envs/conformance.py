@@ -20,18 +20,25 @@ The rules (what the rollout engine, the workers, the stores and the trainers rel
    the same observation;
 7. a step after the episode ended raises `EnvError` ("finished episode");
 8. the spec builds the env in a fresh process, which resets to the same first observation (what rollout
-   workers do; `spawn=False` skips it).
+   workers do; `spawn=False` skips it). That process imports the calling script again, so a script calls
+   `check_env` under `if __name__ == "__main__":`; a fresh process that exits without answering is reported at
+   once, with that hint.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import queue
+import time
 from collections.abc import Callable
 from numbers import Real
 from typing import Any
 
 from proctor.envs.base import EnvError, StepResult, TextEnv
 from proctor.envs.registry import EnvSpec
+
+#: how long the fresh process may take to import the env's module, build the env and reset it
+FRESH_PROCESS_TIMEOUT_S = 180.0
 
 #: the `StepResult` fields a step's `info` must not repeat (`StepResult.as_info()` puts them in one dict)
 RESULT_FIELDS = ("terminated", "truncated", "won", "valid", "admissible_actions")
@@ -234,20 +241,40 @@ class _Checker:
 
     def in_fresh_process(self, task: str, obs: str, task_text: Any) -> None:
         ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        child = ctx.Process(target=_first_observation, args=(EnvSpec.of(self.env), task, self.seed, queue))
+        answer = ctx.Queue()
+        child = ctx.Process(target=_first_observation, args=(EnvSpec.of(self.env), task, self.seed, answer))
         child.start()
         try:
-            got = queue.get(timeout=180)
-        except Exception as e:  # noqa: BLE001 - reported as the rule's failure
-            self.fail("spawn", f"the env built from its spec in a fresh process gave no first observation: {e!r}")
+            got = _answer_of(child, answer, FRESH_PROCESS_TIMEOUT_S)
+        except RuntimeError as e:
             child.kill()
+            self.fail("spawn", f"the env built from its spec in a fresh process gave no first observation: {e}")
             return
         finally:
             child.join(30)
         if got != (obs, task_text):
             self.fail("spawn", "the env built in a fresh process resets to another first observation (is every "
                       "constructor argument in the spec, and the env registered on import of its module?)")
+
+
+def _answer_of(child: Any, answer: Any, timeout: float) -> Any:
+    """What `child` put on `answer`; a RuntimeError when it exits without answering or does not answer within
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return answer.get(timeout=0.2)
+        except queue.Empty:
+            pass
+        if not child.is_alive():
+            try:
+                return answer.get(timeout=1.0)  # it answered as it exited
+            except queue.Empty:
+                raise RuntimeError(
+                    f"it exited with code {child.exitcode} before answering (it imports the calling script again: "
+                    'call check_env under `if __name__ == "__main__":` in a script)') from None
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no answer within {timeout:g} s")
 
 
 def check_env(env: TextEnv, *, split: str = "test", seed: int = 3, n_actions: int = 5, spawn: bool = True) -> None:

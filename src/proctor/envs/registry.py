@@ -2,16 +2,19 @@
 
 Built-in envs register with the `@register` decorator. Adapters for optional third-party packages are
 registered by import path (`register_lazy`) so that nothing heavy is imported until the env is made, and
-a missing extra produces an error that names the extra to install.
+a missing extra is an `ImportError` naming the extra to install, raised when the env is resolved (`make`,
+`check_spec`), before any episode: the modules the extra installs (`requires`) are looked for, not imported.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proctor.envs.arguments import check_arguments
 from proctor.envs.base import TextEnv
 
 
@@ -37,21 +40,36 @@ class EnvEntry:
     target: str | Callable[..., TextEnv]
     extra: str | None = None
     description: str = ""
+    #: the top-level modules the extra installs, each looked for before the adapter is imported
+    requires: tuple[str, ...] = ()
 
     def factory(self) -> Callable[..., TextEnv]:
+        """The env's class (its adapter module imported); a missing extra is an ImportError naming it."""
         if callable(self.target):
             return self.target
+        for module in self.requires:
+            if not _installed(module):
+                raise self._missing_extra(f"no module named {module!r}")
         module_name, _, attr = self.target.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
             if self.extra is None:
                 raise
-            raise ImportError(
-                f"environment {self.name!r} needs the optional extra '{self.extra}': "
-                f"pip install 'proctor[{self.extra}]' ({e})"
-            ) from e
+            raise self._missing_extra(str(e)) from e
         return getattr(module, attr)
+
+    def _missing_extra(self, why: str) -> ImportError:
+        return ImportError(f"environment {self.name!r} needs the optional extra '{self.extra}' ({why}): "
+                           f'pip install -e ".[{self.extra}]"')
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 _REGISTRY: dict[str, EnvEntry] = {}
@@ -71,20 +89,35 @@ def register(name: str, description: str = "") -> Callable[[type[TextEnv]], type
     return deco
 
 
-def register_lazy(name: str, target: str, extra: str | None, description: str) -> None:
-    """Register an env by `module:attr` import path, imported only when made."""
+def register_lazy(name: str, target: str, extra: str | None, description: str,
+                  requires: tuple[str, ...] = ()) -> None:
+    """Register an env by `module:attr` import path, imported only when made; `requires`: the modules its
+    extra installs (a missing one is an error naming the extra before anything is imported)."""
     if name in _REGISTRY:
         raise ValueError(f"environment {name!r} is already registered")
-    _REGISTRY[name] = EnvEntry(name, target, extra, description)
+    _REGISTRY[name] = EnvEntry(name, target, extra, description, tuple(requires))
+
+
+def entry(name: str) -> EnvEntry:
+    """The registry entry of env `name`; a KeyError naming the known envs."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def check_spec(name: str, kwargs: Mapping[str, Any]) -> Callable[..., TextEnv]:
+    """The factory of env `name`, after checking what building it with `kwargs` needs: a KeyError for an
+    unknown env, an ImportError naming a missing extra, a ValueError naming a bad argument
+    (`proctor.envs.arguments`). Builds nothing."""
+    factory = entry(name).factory()
+    check_arguments(name, factory, kwargs)
+    return factory
 
 
 def make(name: str, **kwargs: Any) -> TextEnv:
-    """Build a registered environment."""
-    try:
-        entry = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
-    return entry.factory()(**kwargs)
+    """Build a registered environment (its spec checked first: `check_spec`)."""
+    return check_spec(name, kwargs)(**kwargs)
 
 
 def entries() -> dict[str, EnvEntry]:
@@ -92,20 +125,31 @@ def entries() -> dict[str, EnvEntry]:
 
 
 def import_env_module(name: str) -> None:
-    """Import the module that registers a user's env (`--env-module`, `env_module:`), looking in the current
-    folder too (as `python -m` does), so `my_env.py` beside the command needs no PYTHONPATH. Worker processes
-    inherit the path. An ImportError names the module and where it was looked for."""
-    import importlib
+    """Import the module that registers a user's env (`--env-module`, `env_module:`): a dotted module name, looked
+    for in the current folder too (as `python -m` does), so `my_env.py` beside the command needs no PYTHONPATH;
+    or a `.py` file's path, imported under its file name from its folder. Worker processes inherit the path. An
+    ImportError names the module and where it was looked for."""
     import os
     import sys
+    from pathlib import Path
 
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    if name.endswith(".py") or os.sep in name:
+        path = Path(name).resolve()
+        if not path.is_file():
+            raise ModuleNotFoundError(f"env module file {name} does not exist", name=path.stem)
+        folder, name = str(path.parent), path.stem
+        loaded = sys.modules.get(name)
+        if loaded is not None and Path(getattr(loaded, "__file__", None) or "").resolve() != path:
+            raise ImportError(f"env module file {path}: a module named {name!r} is already imported from "
+                              f"{getattr(loaded, '__file__', None) or 'elsewhere'}; rename the file")
+    else:
+        folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         importlib.import_module(name)
     except ModuleNotFoundError as e:
         if e.name != name.split(".")[0] and e.name != name:
             raise  # the module exists; one of its own imports is missing
-        raise ModuleNotFoundError(f"env module {name!r} not found in the current folder ({here}) or on the import "
-                                  "path", name=e.name) from None
+        raise ModuleNotFoundError(f"env module {name!r} not found in the current folder ({folder}) or on the "
+                                  "import path", name=e.name) from None

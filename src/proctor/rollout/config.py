@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from proctor.agents.registry import AgentConfig, agent_config
+from proctor.envs.registry import check_spec, entry, import_env_module
 from proctor.rollout.starts import CandidateConfig, PrefixLengths
 
 
@@ -31,9 +32,11 @@ class RolloutConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    env: str = Field(description="registered env name (`proctor envs`)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments")
-    env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
+    env_module: str | None = Field(default=None, description="module imported first, a dotted name or a .py "
+                                   "file's path (it registers your own envs)")
+    env: str = Field(description="registered env name (`proctor envs`); a missing extra is an error naming it")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, validate_default=True, description="env constructor "
+                                       "arguments (checked against the env's own: a misspelt one is an error)")
     agent: AgentConfig = Field(default_factory=lambda: agent_config("random"),
                                description="agent config: {kind: ..., ...}, any kind of the agent registry "
                                "(`proctor rollout --help` lists them)")
@@ -66,6 +69,34 @@ class RolloutConfig(BaseModel):
     @classmethod
     def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
         return check_tasks(v)
+
+    @field_validator("env_module")
+    @classmethod
+    def _env_module(cls, v: str | None) -> str | None:
+        if v:
+            try:
+                import_env_module(v)
+            except ImportError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        try:
+            entry(v).factory()
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        except ImportError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("env_kwargs")
+    @classmethod
+    def _env_kwargs(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "env" in info.data:
+            check_spec(info.data["env"], v)
+        return v
 
 
 def check_tasks(v: int | list[str] | None) -> int | list[str] | None:
