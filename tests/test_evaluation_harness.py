@@ -14,6 +14,7 @@ from proctor.cli import app
 from proctor.evaluation import EvalConfig, run_eval
 from proctor.evaluation.compare import compare
 from proctor.evaluation.loading import load_run
+from proctor.rollout import EnvFailures
 from proctor.store import TrajectoryStore
 from test_report import report_root  # noqa: F401  (the shared session fixture: real evaluations)
 
@@ -36,10 +37,13 @@ def test_expert_evaluation_writes_summary_and_csv_and_resumes(tmp_path):
                                                                                            "steps")}
 
 
-def test_crashed_episodes_are_failures_and_listed(tmp_path):
+def test_crashed_episodes_fail_the_evaluation_and_are_listed_in_its_summary(tmp_path):
     cfg = EvalConfig(env="guess", env_module="test_rollout_envs", env_kwargs={"crash_on": ["test-1"]},
                      agent={"kind": "expert"}, out=tmp_path / "g", tasks=4, samples=2, progress=False)
-    s = run_eval(cfg).summary
+    with pytest.raises(EnvFailures, match=r"^2 of 8 episodes ended in env_error \(the first, task 'test-1' sample 0: "
+                                          r"RuntimeError: boom on test-1\)"):
+        run_eval(cfg)
+    s = json.loads((tmp_path / "g" / "summary.json").read_text())
     assert (s["episodes"], s["successes"]) == (8, 6)
     assert s["terminations"]["env_error"] == 2
     assert [(c["task_id"], c["sample"]) for c in s["crashed"]] == [("test-1", 0), ("test-1", 1)]

@@ -2,7 +2,8 @@
 
 `guess`: find a secret number 0..9 (a function of task id and seed) with `guess k`; the env answers
 higher/lower. Fault switches make it crash (raise), hang (sleep), or kill its worker process on chosen
-tasks, and `step_delay` slows every step. `BisectAgent` is a deterministic binary-search player;
+tasks, or fail every reset while a file exists (`broken_while`: deleting it fixes the env without changing its
+spec), and `step_delay` slows every step. `BisectAgent` is a deterministic binary-search player;
 `SeededGuessAgent` plays a guess drawn from (seed, step), so two runs with the same seeds agree.
 """
 
@@ -31,18 +32,21 @@ class GuessEnv(TextEnv):
 
     def __init__(self, max_steps: int = 6, n_tasks: int = 12, expert_hints: bool = False, crash_on: Sequence[str] = (),
                  hang_on: Sequence[str] = (), die_on: Sequence[str] = (), hang_s: float = 60.0,
-                 step_delay: float = 0.0):
+                 step_delay: float = 0.0, broken_while: str | None = None):
         super().__init__(max_steps=max_steps, expert_hints=expert_hints, n_tasks=n_tasks, crash_on=list(crash_on),
-                         hang_on=list(hang_on), die_on=list(die_on), hang_s=hang_s, step_delay=step_delay)
+                         hang_on=list(hang_on), die_on=list(die_on), hang_s=hang_s, step_delay=step_delay,
+                         broken_while=broken_while)
         self.n_tasks = n_tasks
         self.crash_on, self.hang_on, self.die_on = set(crash_on), set(hang_on), set(die_on)
-        self.hang_s, self.step_delay = hang_s, step_delay
+        self.hang_s, self.step_delay, self.broken_while = hang_s, step_delay, broken_while
         self.secret = -1
 
     def task_ids(self, split: str) -> list[str]:
         return [f"{split}-{i}" for i in range(self.n_tasks)]
 
     def _reset(self, task_id: str, seed: int) -> tuple[str, dict[str, Any]]:
+        if self.broken_while and os.path.exists(self.broken_while):
+            raise RuntimeError(f"broken while {self.broken_while} exists")
         self.secret = secret_of(task_id, seed)
         return "I picked a number from 0 to 9.", {"task": f"Find the number ({task_id})."}
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from proctor.agents.registry import agent_kinds
 from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
 from proctor.cli.prm_cmd import DEVICE_HELP, DTYPE_HELP
+from proctor.cli.rollout_cmd import stopped
 from proctor.cli.root import app
 
 
@@ -75,19 +76,20 @@ def eval_cmd(
     workers: Annotated[int | None, typer.Option("--workers", help="env worker processes [default: 0, in-process]")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="run seed (episode seeds derive from it) [default: 0]")] = None,
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
-    env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers envs)")] = None,
+    env_module: Annotated[str | None, typer.Option("--env-module", help="module (my_env) or .py file (path/to/my_env.py) to import first: it registers your own envs")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="an EvalConfig YAML file (options override it)")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
 ) -> None:
     """Evaluate an agent (or a search method over it: `--search beam --search-arg prm=PRM`) on a split: success
     with its 95% Wilson interval, mean PRM score, steps, invalid actions, a per-task-type table, terminations
     and budgets, into OUT/summary.json and summary.csv (crashed episodes count as failures and are listed).
-    `--n 1,2,4` sweeps N with a success-vs-N plot."""
+    `--n 1,2,4` sweeps N with a success-vs-N plot. An episode that ended in env_error fails the evaluation (its
+    summary is still written; the same command again retries those episodes)."""
     from pydantic import ValidationError
 
     from proctor.agents.base import AgentError
     from proctor.evaluation import EvalConfig, run_eval
-    from proctor.rollout import AgentFailing
+    from proctor.rollout import AgentFailing, EnvFailures
 
     logging.basicConfig(level=logging.WARNING)
     data = load_yaml_config(config) if config else {}
@@ -128,8 +130,10 @@ def eval_cmd(
         result = run_eval(cfg)
     except ValidationError as e:
         fail(e, where=str(config) if config else "options")
-    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing, AgentError) as e:
+    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing, AgentError, EnvFailures) as e:
         fail(e)
+    except KeyboardInterrupt as e:
+        stopped(e)
     for s in result.summaries:
         for table in _summary_tables(s):
             console.print(table)

@@ -6,13 +6,31 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from proctor.agents.registry import agent_kinds
-from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
+from proctor.cli.options import (
+    agent_from_options,
+    console,
+    err_console,
+    fail,
+    load_yaml_config,
+    parse_key_values,
+)
 from proctor.cli.root import app
+
+#: the exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+INTERRUPTED = 130
+
+
+def stopped(interrupt: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C during a rollout: one line saying what was kept and that the same command resumes; exit 130."""
+    kept = str(interrupt) or "interrupted: the finished episodes are kept"
+    err_console.print(f"{kept}; run the same command again to resume", highlight=False, soft_wrap=True,
+                      markup=False)
+    raise typer.Exit(code=INTERRUPTED)
 
 
 @app.command("rollout")
@@ -40,7 +58,7 @@ def rollout_cmd(
     seed: Annotated[int, typer.Option("--seed", help="run seed (episode seeds derive from it)")] = 0,
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds before a worker env's reset or step counts as hung")] = 60.0,
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
-    env_module: Annotated[str | None, typer.Option("--env-module", help="module to import first (registers your own envs)")] = None,
+    env_module: Annotated[str | None, typer.Option("--env-module", help="module (my_env) or .py file (path/to/my_env.py) to import first: it registers your own envs")] = None,
     from_store: Annotated[Path | None, typer.Option("--from", help="complete the prefixes of this store's trajectories")] = None,
     prefixes: Annotated[str, typer.Option("--prefixes", help="with --from: steps (k=1..T) | states (k=0..T-1) | k,k,...")] = "steps",
     completions: Annotated[int, typer.Option("--completions", help="with --from: completions per prefix")] = 4,
@@ -50,10 +68,11 @@ def rollout_cmd(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
 ) -> None:
     """Roll out an agent on K samples of N tasks, B envs at a time (or K completions of every prefix of a
-    stored store with --from); prints the summary table."""
+    stored store with --from); prints the summary table. Exits non-zero when an episode ended in env_error (the
+    same command again retries those), and says what was kept when stopped with Ctrl-C."""
     from pydantic import ValidationError
 
-    from proctor.rollout import AgentFailing, RolloutConfig, run_rollout, summary_table
+    from proctor.rollout import AgentFailing, EnvFailures, RolloutConfig, run_rollout, summary_table
 
     logging.basicConfig(level=logging.WARNING)
     data = load_yaml_config(config) if config else {}
@@ -90,8 +109,10 @@ def rollout_cmd(
         result = run_rollout(cfg)
     except ValidationError as e:
         fail(e, where=str(config) if config else "options")
-    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing) as e:
+    except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing, EnvFailures) as e:
         fail(e)
+    except KeyboardInterrupt as e:
+        stopped(e)
     console.print(summary_table(result.summary, title=f"{cfg.env} / {cfg.split}: {result.store.root}"))
     if summary_json is not None:
         summary_json.write_text(json.dumps(result.summary.to_dict(), indent=2))

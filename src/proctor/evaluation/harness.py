@@ -7,6 +7,9 @@ it scored.
 
 With `ns` (a sweep), each N gets its own folder `out/n<N>/` laid out as above, and `out/sweep.json`,
 `out/sweep.csv` and `out/success_vs_n.png` hold success against N.
+
+An episode that ended in `env_error` fails the evaluation (`proctor.rollout.failures`): its summary is written,
+listing it under `crashed`, and then `EnvFailures` is raised; the same evaluation again retries those episodes.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agents.registry import AgentSpec, agent_config
+from proctor.envs.registry import check_spec, import_env_module
 from proctor.evaluation.config import EvalConfig, dump_agent
 from proctor.evaluation.loading import SWEEP_KIND
 from proctor.evaluation.plots import success_vs_n_png
 from proctor.evaluation.scoring import score_store
 from proctor.evaluation.summary import SUMMARY_KIND, SUMMARY_VERSION, eval_summary, summary_csv
-from proctor.rollout import RolloutConfig, run_rollout
+from proctor.rollout import EnvFailures, RolloutConfig, run_rollout
+from proctor.rollout.failures import env_failures
 from proctor.search.registry import SearchSpec, search_config
 from proctor.search.run import SearchRunConfig, run_search
 
@@ -47,6 +52,9 @@ class EvalResult:
 
 def run_eval(cfg: EvalConfig) -> EvalResult:
     """Run (or resume) the evaluation `cfg` describes; see the module docstring for what it writes."""
+    if cfg.env_module:
+        import_env_module(cfg.env_module)
+    check_spec(cfg.env, cfg.env_kwargs)  # an unknown env, a missing extra, a bad argument: before any work
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.ns is None:
         return EvalResult(cfg.out, [_evaluate(cfg, cfg.method, cfg.out, cfg.policy_name(), None)])
@@ -77,7 +85,10 @@ def _evaluate(cfg: EvalConfig, method: AgentSpec | SearchSpec, out: Path, name: 
     if isinstance(method, SearchSpec):
         result = run_search(SearchRunConfig(**where, search=method))
     else:
-        result = run_rollout(RolloutConfig(**where, agent=method, retry_failed=cfg.retry_failed))
+        try:
+            result = run_rollout(RolloutConfig(**where, agent=method, retry_failed=cfg.retry_failed))
+        except EnvFailures as e:  # raised again below, after the summary is written
+            result = e.result
     wanted = {(t, k) for t in result.task_ids for k in range(cfg.samples)}
     try:
         trajs = sorted((t for t in result.store.load() if t.key in wanted), key=lambda t: t.key)
@@ -87,7 +98,7 @@ def _evaluate(cfg: EvalConfig, method: AgentSpec | SearchSpec, out: Path, name: 
     store, key = STORE_DIR, None
     if cfg.prm is not None:
         trajs, unscored = score_store(trajs, cfg.prm, out / SCORED_DIR, cfg.score_key, cfg.prm_batch_size,
-                                      cfg.progress, cfg.device, cfg.dtype)
+                                      cfg.progress, cfg.device, cfg.dtype, server=cfg.prm_server)
         store, key = SCORED_DIR, cfg.score_key
     summary = {
         "kind": SUMMARY_KIND, "version": SUMMARY_VERSION, "policy": name, "n": n, "env": cfg.env,
@@ -100,6 +111,9 @@ def _evaluate(cfg: EvalConfig, method: AgentSpec | SearchSpec, out: Path, name: 
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "summary.csv").write_text(summary_csv(summary))
+    failures = env_failures(trajs, out / STORE_DIR)
+    if failures is not None:
+        raise failures
     return summary
 
 

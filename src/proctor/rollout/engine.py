@@ -31,6 +31,7 @@ from proctor.envs.versions import env_versions
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.rollout.async_engine import AsyncRunner
 from proctor.rollout.breaker import CircuitBreaker
+from proctor.rollout.failures import RolloutInterrupted
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
@@ -151,9 +152,11 @@ def rollout(
     `engine`: "lockstep" (B = `batch_size` envs stepped together), "async" (`concurrency` episodes in flight,
     each on its own; the agent is called from that many threads at once, so it must be thread-safe), or
     "auto" (see `choose_engine`: async for a served agent).
-    The store comes back closed for writing (its lock released); it reads as usual.
-    `retry_failed` re-runs stored pairs that ended in `env_error`/`agent_error` (the new record supersedes
-    the old one). When the agent needs expert hints (the oracle expert), the env is made with them.
+    The store comes back closed for writing (its lock released); it reads as usual; Ctrl-C raises
+    `RolloutInterrupted` with the number of episodes kept.
+    A resume re-runs stored pairs that ended in `env_error`, and with `retry_failed` those that ended in
+    `agent_error` too (the new record supersedes the old one). When the agent needs expert hints (the oracle
+    expert), the env is made with them.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -165,7 +168,7 @@ def rollout(
     identity = {"env": env_spec.name, "env_kwargs": env_spec.kwargs, "split": split, "seed": seed,
                 "agent": agent.describe(), "start_from": start_from, "env_versions": env_versions(env_spec.name)}
     store = open_store(store, identity).lock()  # one writing process per store, before reading what is done
-    failed = ("env_error", "agent_error") if retry_failed else ()
+    failed = ("env_error", "agent_error") if retry_failed else ("env_error",)
     done = {t.key for t in store if t.termination not in failed}
     if tasks and isinstance(tasks[0], WorkItem):
         items = list(tasks)
@@ -176,25 +179,22 @@ def rollout(
         total = len(tasks) * samples_per_task
     log.info("%s: %d of %d episodes to do, %d already in %s (%s engine, %d at a time)", label, len(todo), total,
              total - len(todo), store.root, engine, width)
+    bar = RolloutProgress(total, total - len(todo), enabled=progress, label=label)
     try:
         if todo and engine == "async":
             runner = AsyncRunner(env_spec.name, agent, store, split, seed, max_agent_failures)
-            with (
-                SlotEnvs(env_spec, min(width, len(todo)), workers, backend, step_timeout,
-                         **(backend_options or {})) as envs,
-                RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
-            ):
+            with SlotEnvs(env_spec, min(width, len(todo)), workers, backend, step_timeout,
+                          **(backend_options or {})) as envs, bar:
                 runner.run(envs, todo, bar)
             if runner.tripped is not None:
                 raise AgentFailing(runner.tripped)
         elif todo:
             runner = _Runner(env_spec.name, agent, store, split, seed, max_agent_failures)
-            with (
-                make_pool(env_spec, min(width, len(todo)), workers, backend, step_timeout,
-                          **(backend_options or {})) as pool,
-                RolloutProgress(total, total - len(todo), enabled=progress, label=label) as bar,
-            ):
+            with make_pool(env_spec, min(width, len(todo)), workers, backend, step_timeout,
+                           **(backend_options or {})) as pool, bar:
                 runner.run(pool, todo, bar)
+    except KeyboardInterrupt:  # the workers ignore Ctrl-C; the pool above has shut them down
+        raise RolloutInterrupted(store.root, bar.completed, total) from None
     finally:
         store.close()  # releases the write lock: the returned store is for reading
     return store

@@ -98,7 +98,8 @@ def run_op(envs: dict[int, TextEnv], spec: EnvSpec, op: EnvOp) -> Reply:
                 broken.close()
             except Exception:  # noqa: BLE001, S110 - closing an env that already failed; its error is reported
                 pass
-        message = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"[-_MAX_ERROR_CHARS:]
+        head = f"{type(e).__name__}: {e}"[:_MAX_ERROR_CHARS // 2]  # the first line says what failed
+        message = f"{head}\n{traceback.format_exc()[-(_MAX_ERROR_CHARS - len(head)):]}"
         return Reply(op.slot, False, message, time.perf_counter() - start)
 
 

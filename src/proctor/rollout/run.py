@@ -10,6 +10,7 @@ from proctor.agents.base import Agent
 from proctor.envs.registry import EnvSpec, import_env_module
 from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
+from proctor.rollout.failures import env_failures
 from proctor.rollout.starts import completion_items
 from proctor.rollout.summary import RolloutSummary, summarize
 from proctor.store import TrajectoryStore
@@ -47,10 +48,11 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
 
     With `cfg.start`, the work is K completions from every chosen prefix of the stored source trajectories
     (of the selected tasks) instead of K samples from each task's first state. Returns the store and the
-    summary of exactly the requested episodes."""
+    summary of exactly the requested episodes; raises `EnvFailures` (after storing them all) when any of those
+    ended in `env_error` (`proctor.rollout.failures`), and `RolloutInterrupted` on Ctrl-C."""
     if cfg.env_module:
         import_env_module(cfg.env_module)
-    spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))
+    spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))  # checked when `cfg` was validated (`RolloutConfig`)
     if cfg.start is not None:
         sources = TrajectoryStore.open(cfg.start.source).load()
         if isinstance(cfg.tasks, list):
@@ -89,5 +91,10 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
         wanted = {w.key for w in tasks}
     else:
         wanted = {(t, k) for t in task_ids for k in range(cfg.samples)}
-    return RolloutResult(store, summarize(t for t in store if t.key in wanted), task_ids)
+    trajs = [t for t in store if t.key in wanted]
+    result = RolloutResult(store, summarize(trajs), task_ids)
+    failures = env_failures(trajs, store.root, result)
+    if failures is not None:
+        raise failures
+    return result
 

@@ -1,12 +1,21 @@
 """Worker processes that host envs for a `ProcessEnvPool`: starting them, answering ops, replacing one that
-hangs or dies, and making each die with the process that started it."""
+hangs or dies, and making each die with the process that started it.
+
+Ctrl-C at a terminal reaches every process of the foreground group: the workers ignore it (each is started
+with SIGINT blocked, which its new interpreter keeps until the worker sets it to be ignored), so only the parent
+stops, says what it kept, and shuts them down; no worker prints a traceback.
+"""
 
 from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -39,12 +48,10 @@ def die_with_parent(parent_pid: int, kernel_signal: bool) -> None:
     process (`os._exit`): this also covers other platforms and pools started from other threads.
     """
     import sys
-    import threading
 
     direct = os.getppid() == parent_pid  # spawn/fork; a forkserver's children have another parent
     if kernel_signal and direct and sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
@@ -63,10 +70,23 @@ def die_with_parent(parent_pid: int, kernel_signal: bool) -> None:
     threading.Thread(target=watch, name="proctor-parent-watchdog", daemon=True).start()
 
 
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in the calling thread meanwhile: a process started meanwhile inherits the block from its
+    first instruction (through exec too); this process gets a Ctrl-C that came meanwhile when it ends."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _worker_main(conn: Connection, spec: EnvSpec, module: str, parent_pid: int | None = None,
                  kernel_signal: bool = False) -> None:
-    """A worker process: host envs by slot and answer batches of ops, one reply per op, in order; it dies
-    with its parent (`die_with_parent`)."""
+    """A worker process: host envs by slot and answer batches of ops, one reply per op, in order; it ignores
+    Ctrl-C (the parent shuts it down) and dies with its parent (`die_with_parent`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # started with it blocked (`sigint_blocked`)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if parent_pid is not None:
         die_with_parent(parent_pid, kernel_signal)
     importlib.import_module(module)
@@ -98,15 +118,14 @@ class ProcessEnvPool(HostedEnvPool):
         self._start(list(range(self.n_workers)))
 
     def _start(self, workers: list[int]) -> None:
-        import threading
-
         for w in workers:
             parent, child = self._ctx.Pipe(duplex=True)
             from_main = threading.current_thread() is threading.main_thread()
             proc = self._ctx.Process(target=_worker_main,
                                      args=(child, self.spec, self.module, os.getpid(), from_main),
                                      name=f"proctor-env-{w}", daemon=True)
-            proc.start()
+            with sigint_blocked():
+                proc.start()
             child.close()
             self._procs[w], self._conns[w] = proc, parent
         for w in workers:
