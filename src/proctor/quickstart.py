@@ -117,9 +117,10 @@ class QuickstartConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    env: str = "household"
-    out: Path = Path("runs/quickstart")
-    seed: int = 0
+    env: str = Field(default="household", description="the env whose preset runs (`proctor quickstart --help` "
+                     "lists the presets)")
+    out: Path = Field(default=Path("runs/quickstart"), description="the run folder (re-run to resume)")
+    seed: int = Field(default=0, description="the run's seed: every stage's seed derives from it")
     scale: float = Field(default=1.0, gt=0, le=1, description="multiply task counts and steps by this")
 
 

@@ -73,7 +73,8 @@ class _Section(BaseModel):
 class StartModelSection(_Section):
     """The starting model: an existing folder or hub name, or a tiny model built here (`build_tiny` args)."""
 
-    path: str | None = None
+    path: str | None = Field(default=None, description="the starting model: a folder or a hub name (give this or "
+                             "`tiny`)")
     tiny: dict[str, Any] | None = Field(default=None, description="proctor.models.build_tiny arguments")
 
     @model_validator(mode="after")
@@ -100,15 +101,16 @@ class TaskSection(_Section):
     """Which tasks and how many episodes per task: the split's tasks in the env's order, or a fixed panel of task
     ids (`tasks` as a list, or a `panel` file), which the stages' configs in `manifest.json` record id by id."""
 
-    split: str
+    split: str = Field(description="the env's task split the tasks come from (`proctor envs` lists an env's "
+                       "splits)")
     tasks: int | list[str] | None = Field(
         default=None, description="the first N tasks of the split (of the panel, with `panel`), a list of task ids, "
         "or None: all of them")
     panel: Path | None = Field(default=None, description="a file of task ids, one a line (`#` comments), read when "
                                "the config is validated (relative to the working directory): the tasks instead of "
                                "the split's own order")
-    samples: int = Field(default=1, ge=1)
-    batch: int = Field(default=16, ge=1)
+    samples: int = Field(default=1, ge=1, description="episodes per task (K), each with its own episode seed")
+    batch: int = Field(default=16, ge=1, description="envs stepped together (B)")
     _panel_ids: list[str] | None = PrivateAttr(default=None)
 
     @field_validator("tasks")
@@ -135,17 +137,21 @@ class TaskSection(_Section):
 class DemoSection(TaskSection):
     """Expert demonstrations for SFT."""
 
-    split: str = "train"
-    agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "expert", "expert": "oracle"})
+    split: str = Field(default="train", description="the env's task split the demonstrations come from")
+    agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "expert", "expert": "oracle"},
+                                  description="the demonstrating agent's config (an expert: its successful "
+                                  "episodes are SFT's data)")
 
 
 class EvalEntry(_Section):
     """One policy to evaluate: an agent config (placeholders `$policy`, `$prm`) or a search config
     (`proctor.search`), with the label used in tables."""
 
-    name: str
-    agent: dict[str, Any] | None = None
-    search: dict[str, Any] | None = None
+    name: str = Field(description="the row's label in tables and the report (its folder's name, made safe)")
+    agent: dict[str, Any] | None = Field(default=None, description="an agent config to evaluate; `$policy` and "
+                                         "`$prm` stand for π_k and Q_k (give this or `search`)")
+    search: dict[str, Any] | None = Field(default=None, description="or a search method's config {method: beam, "
+                                          "...} (`proctor.search`), with the same placeholders")
     iterations: list[int] | None = Field(default=None, description="only at these iterations (None: all)")
     tasks: int | None = Field(default=None, ge=1, description="the first N of the evaluation's tasks (of `panel`, "
                               "with one), for a costly method (None: all of them)")
@@ -170,8 +176,11 @@ class EvalEntry(_Section):
 
 
 class EvalSection(TaskSection):
-    split: str = "test"
-    entries: list[EvalEntry] = Field(min_length=1)
+    """The evaluations of each iteration: which tasks, and one entry per policy or search method."""
+
+    split: str = Field(default="test", description="the env's task split the evaluations run on")
+    entries: list[EvalEntry] = Field(min_length=1, description="the evaluated rows, each on the same tasks and "
+                                     "episode seeds (paired comparisons)")
 
     @model_validator(mode="after")
     def _entries_within(self) -> EvalSection:
@@ -201,11 +210,13 @@ class CandidatesSection(_Section):
                                        description="proctor.rollout.starts.CandidateConfig fields")
     agent: dict[str, Any] | None = Field(default=None, description="who completes the episodes after a candidate "
                                          "(an agent config; None: the policy, i.e. MC-Q of π_k)")
-    completions: int = Field(default=2, ge=1)
+    completions: int = Field(default=2, ge=1, description="episodes completed after each candidate (its MC-Q "
+                             "averages them)")
     per_source: int | None = Field(default=4, ge=1, description="states per rollout (None: all)")
-    margin: float = Field(default=0.2, gt=0, le=1)
-    gamma: float = Field(default=0.95, gt=0, le=1)
-    batch: int = Field(default=32, ge=1)
+    margin: float = Field(default=0.2, gt=0, le=1, description="a pair needs Q̃(chosen) − Q̃(rejected) ≥ this, on "
+                          "the [0, 1] scale")
+    gamma: float = Field(default=0.95, gt=0, le=1, description="γ: the discount of the candidates' MC-Q returns")
+    batch: int = Field(default=32, ge=1, description="envs stepped together while completing")
 
 
 # -- the trainer sections -----------------------------------------------------------------------------------
@@ -560,23 +571,27 @@ TRAINER_SECTIONS: dict[str, tuple[str | None, dict[str, type[_Part]]]] = {
 class PipelineConfig(_Section):
     """The whole loop (see module docstring). Sections not given take the defaults shown."""
 
-    out: Path
-    seed: int = 0
-    env: str
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    out: Path = Field(description="the run folder: every stage's output, manifest.json, summary.json and "
+                      "report.html (re-run to resume)")
+    seed: int = Field(default=0, description="the run's seed: every stage's seed derives from it")
+    env: str = Field(description="registered env name (`proctor envs`)")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments, the same for "
+                                       "every stage")
     workers: int = Field(default=0, ge=0, description="env worker processes of every stage that steps envs "
                          "(demonstrations, rollouts, candidates, evaluations, the monitor, online DPO's rollouts; "
                          "0: in the stage's own process)")
     step_timeout: float | None = Field(default=60.0, gt=0, description="with workers: seconds before an env reset "
                                        "or step counts as hung (its episode ends with env_error)")
-    model: StartModelSection
-    demos: DemoSection = Field(default_factory=DemoSection)
+    model: StartModelSection = Field(description="the starting model SFT fine-tunes into π0: a folder or hub "
+                                     "name, or a tiny model built here")
+    demos: DemoSection = Field(default_factory=DemoSection, description="the demonstrations SFT learns from")
     sft: SFTSection = Field(default_factory=SFTSection,
                             description="SFT of π0: SFTConfig fields but model/data/output_dir (the loop's)")
     policy_agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "hf"},
                                          description="how the policy acts; `model` is filled in")
     iterations: int = Field(default=1, ge=0, description="policy-improvement iterations after SFT")
-    rollout: TaskSection = Field(default_factory=lambda: TaskSection(split="train", samples=4))
+    rollout: TaskSection = Field(default_factory=lambda: TaskSection(split="train", samples=4),
+                                 description="π_k's rollouts each iteration, whose step targets train Q_k")
     targets: TargetsSection = Field(
         default_factory=lambda: TargetsSection(method="mc-q", params={"gamma": 0.95}),
         description="the step targets of π_k's rollouts: a credit method and its params (`proctor.credit`)")
@@ -593,7 +608,7 @@ class PipelineConfig(_Section):
                                     "(not policy/prm/output_dir/env), or `method: bon-distill` and "
                                     "BonDistillConfig fields (`init: $prm`: from Q_k's LM); `states_from: "
                                     "$rollouts` takes the states from the iteration's rollouts")
-    evaluate: EvalSection
+    evaluate: EvalSection = Field(description="the evaluations after each iteration (and of π0)")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where π_k's samples for "
                                          "rollouts, candidates and evaluations are generated: `engine: vllm` serves "
                                          "each iterate with a managed vLLM server (`proctor.rl.served_policy`); the "

@@ -32,9 +32,9 @@ class MonitorSection(BaseModel):
     states: int = Field(default=30, ge=1, description="re-labelled (state, action) pairs: one per episode of the "
                         "first N tasks")
     completions: int = Field(default=2, ge=1, description="policy completions per pair")
-    gamma: float = Field(default=0.95, gt=0, le=1)
-    batch: int = Field(default=32, ge=1)
-    score_key: str = "prm"
+    gamma: float = Field(default=0.95, gt=0, le=1, description="γ: the discount of the re-labels' MC-Q returns")
+    batch: int = Field(default=32, ge=1, description="envs stepped together while completing")
+    score_key: str = Field(default="prm", description="the Step.scores key of the PRM's scores in the evaluation")
 
 
 def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, Any], agent: dict[str, Any],

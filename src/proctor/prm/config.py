@@ -39,7 +39,9 @@ class _Strict(BaseModel):
 
 class ModelSection(_Strict):
     backbone: str = Field(description="HF hub name or local folder of the backbone LM")
-    head: HeadKind = "scalar"
+    head: HeadKind = Field(default="scalar", description="scalar (one logit per step, σ for a score), "
+                           "classification (two classes, TRL's format) or reward_tokens (the LM's logits at two "
+                           "tokens)")
     dtype: str = Field(default="auto", description="dtype of the trained weights: auto = float32 (the precision "
                        "policy: fp32 weights and optimizer state; bf16 autocast on CUDA comes from `training`'s "
                        "bf16, on by default there), or a torch dtype name (bfloat16: pure bf16 weights, whose "
@@ -47,18 +49,23 @@ class ModelSection(_Strict):
     gradient_checkpointing: bool = Field(default=False, description="recompute activations in the backward pass "
                                          "(also `training: {gradient_checkpointing: true}`)")
     lora: dict[str, Any] | None = Field(default=None, description="peft.LoraConfig keyword arguments")
-    reward_tokens: tuple[str, str] = ("-", "+")
-    trust_remote_code: bool = False
+    reward_tokens: tuple[str, str] = Field(default=("-", "+"), description="reward_tokens head: the (wrong, "
+                                           "correct) tokens whose logits give the score")
+    trust_remote_code: bool = Field(default=False, description="let transformers run the backbone's own code "
+                                    "from its repository (only for a backbone you trust)")
 
 
 class DataSection(_Strict):
-    train: str
+    train: str = Field(description="the training data: a file of examples (stepwise, math_shepherd, prm800k, "
+                       "processbench, pairs), a trajectory store (trajectories) or a targets.parquet (targets)")
     eval: str | None = None
     format: Literal[
         "stepwise", "math_shepherd", "prm800k", "processbench", "trajectories", "pairs", "targets"
-    ] = "stepwise"
+    ] = Field(default="stepwise", description="what `train` holds: stepwise text in one of four file formats, "
+              "trajectories with step targets, preference pairs, or the records of `proctor targets`")
     target: str | None = Field(default=None, description="trajectories: the Step.targets key to learn")
-    allow_missing_targets: bool = False
+    allow_missing_targets: bool = Field(default=False, description="trajectories: a step without `target` is "
+                                        "scored, not supervised; false: it is an error naming the step")
     trajectories: list[str] = Field(
         default_factory=list, description="targets: the trajectory stores / Parquet files the records name"
     )
@@ -75,12 +82,16 @@ class DataSection(_Strict):
 
 
 class PRMTrainConfig(_Strict):
-    model: ModelSection
-    tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig)
-    loss: LossName = "bce"
+    model: ModelSection = Field(description="the backbone and its head")
+    tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig, description="how examples become "
+                                         "tokens, and where each step's label sits")
+    loss: LossName = Field(default="bce", description="the objective (docs/methods.md §7): bce or mse on step "
+                           "targets (scalar head), ce or soft_ce (two-class heads), bradley_terry on pairs, "
+                           "progress_sum on outcomes (SPA), td_bce on transitions (inverse PRM)")
     gamma: float = Field(default=0.95, ge=0.0, le=1.0, description="td_bce: discount of Q(s', a')")
-    data: DataSection
-    packing: bool = False
+    data: DataSection = Field(description="the training (and held-out) data and its format")
+    packing: bool = Field(default=False, description="put several examples in one row (attention kept within "
+                          "each example) instead of padding each")
     pack_width: int | None = Field(default=None, gt=0, description="packed row length (default: longest)")
     training: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0

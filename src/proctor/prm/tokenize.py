@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.prm.data import StepwiseExample
 
@@ -141,13 +141,20 @@ class TokenizeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["marked", "trl"] = "marked"
-    marker: str = "<|step|>"
-    step_separator: str = "\n"
-    max_length: int | None = None
-    max_prompt_length: int | None = None
-    max_completion_length: int | None = None
-    train_on_last_step_only: bool = False
+    mode: Literal["marked", "trl"] = Field(default="marked", description="marked: a special marker token ends "
+                                           "each step and carries its label; trl: TRL's tokenize_row (each step "
+                                           "tokenized with `step_separator`, the label on its last token)")
+    marker: str = Field(default="<|step|>", description="marked: the step-end token (added to the tokenizer as a "
+                        "special token)")
+    step_separator: str = Field(default="\n", description="trl: the text after each step")
+    max_length: int | None = Field(default=None, description="most tokens per example; longer ones are cut "
+                                   "at the right, with the steps whose end is cut (None: no limit)")
+    max_prompt_length: int | None = Field(default=None, description="trl: keep the prompt's last this many "
+                                          "tokens (None: all)")
+    max_completion_length: int | None = Field(default=None, description="trl: keep the steps' first this "
+                                              "many tokens (None: all)")
+    train_on_last_step_only: bool = Field(default=False, description="trl: train on the last step's label only "
+                                          "(evaluation still scores every step)")
 
     def __call__(self, ex: StepwiseExample, tokenizer: Any, is_eval: bool = False) -> dict[str, list]:
         if self.mode == "marked":
