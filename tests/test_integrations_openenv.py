@@ -30,7 +30,10 @@ from proctor.integrations.openenv import (
     ProctorEnvClient,
     ProctorObservation,
     ProctorState,
+    ServeEnvConfig,
     create_app,
+    uvicorn_options,
+    with_api_key,
 )
 from proctor.serving.background import BackgroundServer
 from without_model_libraries import run_without_model_libraries
@@ -41,8 +44,10 @@ KEY = "openenv-secret-5e1c"
 CLI = [sys.executable, "-c", "from proctor.cli import main; main()"]
 
 
-def household_server(api_key: str | None = None, **cfg):
-    return BackgroundServer(create_app({"env": "household", "env_kwargs": HOUSEHOLD, **cfg}, api_key=api_key))
+def household_server(api_key: str | None = None, **fields):
+    """The household served as `proctor serve-env` serves it (uvicorn given `uvicorn_options`)."""
+    cfg = ServeEnvConfig(env="household", env_kwargs=HOUSEHOLD, **fields)
+    return BackgroundServer(create_app(cfg, api_key=api_key), **uvicorn_options(cfg))
 
 
 def one_line_error(call, *expected: str) -> str:
@@ -171,8 +176,12 @@ def test_http_refusals_are_one_line_4xx():
 
 def test_websocket_refusals_and_bounds():
     """Over the WebSocket a refusal is one error message (OpenEnv's client raises it), and the session goes on;
-    a message over the size bound is refused, then the socket closes."""
-    with household_server(max_body_bytes=2048) as server, GenericEnvClient(base_url=server.url).sync() as env:
+    a message over the size bound is refused with MESSAGE_TOO_LARGE, then the socket closes with 1009; one over
+    uvicorn's own bound (`ws_max_size`) is closed by uvicorn with 1009 and no message (docs/integrations.md)."""
+    from websockets.exceptions import ConnectionClosedError
+
+    with household_server(max_body_bytes=2048, ws_max_size=8192) as server, \
+            GenericEnvClient(base_url=server.url).sync() as env:
         one_line_error(lambda: env.step({"command": "look"}), "no episode is running")
         env.reset()
         one_line_error(lambda: env.step({"command": ""}), "bad action: 'command' is empty")
@@ -183,11 +192,22 @@ def test_websocket_refusals_and_bounds():
         assert env.step({"command": "look"}).observation["step"] == 1  # the session survived its errors
         one_line_error(lambda: env.step({"command": "x" * 3000}), "larger than the server's limit of 2048 bytes",
                        "MESSAGE_TOO_LARGE")
+        with pytest.raises(ConnectionClosedError) as closed:
+            env.step({"command": "look"})  # the server closed the socket after its reply
+        assert closed.value.rcvd.code == 1009
+    with household_server(max_body_bytes=2048, ws_max_size=8192) as server, \
+            GenericEnvClient(base_url=server.url).sync() as env:
+        env.reset()
+        with pytest.raises(ConnectionClosedError) as closed:
+            env.step({"command": "x" * 10_000})
+        assert closed.value.rcvd.code == 1009 and "message too big" in str(closed.value)
+    with pytest.raises(ValueError, match="ws_max_size.*must be above max_body_bytes"):
+        ServeEnvConfig(env="household", max_body_bytes=4096, ws_max_size=4096)
 
 
 def test_api_key():
     """With a key, every route but /health needs it: HTTP answers 401, a WebSocket handshake without it fails,
-    and `ProctorEnvClient(api_key=...)` plays."""
+    and `ProctorEnvClient(api_key=...)` and OpenEnv's generic client `with_api_key` play."""
     with household_server(api_key=KEY) as server:
         assert httpx.get(server.url + "/health").status_code == 200
         r = httpx.post(server.url + "/reset", json={})
@@ -200,6 +220,12 @@ def test_api_key():
             ProctorEnvClient(server.url, api_key="wrong").sync().connect()
         with ProctorEnvClient(server.url, api_key=KEY).sync() as env:
             assert env.reset().observation.admissible_actions
+        keyed = with_api_key(GenericEnvClient)
+        assert keyed.__name__ == "GenericEnvClient" and issubclass(keyed, GenericEnvClient)
+        with pytest.raises(ConnectionError, match="401"):
+            keyed(base_url=server.url, api_key="wrong").sync().connect()
+        with keyed(base_url=server.url, api_key=KEY).sync() as env:
+            assert env.reset().observation["admissible_actions"]
 
 
 def test_a_bad_env_is_refused_when_the_server_is_built():
@@ -253,7 +279,8 @@ def test_serve_env_help_and_a_bad_env_in_one_line():
 
 
 def test_serve_env_cli_serves_with_a_key():
-    """`proctor serve-env household` as a subprocess: the key from the environment, never in its output."""
+    """`proctor serve-env household` as a subprocess: the key from the environment, never in its output; both
+    clients send it; a message over the size bound gets proctor's MESSAGE_TOO_LARGE."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -276,6 +303,10 @@ def test_serve_env_cli_serves_with_a_key():
         with ProctorEnvClient(url, api_key=KEY).sync() as client:
             first = client.reset().observation
             assert first.task and first.admissible_actions and first.expert_action is None
+        with with_api_key(GenericEnvClient)(base_url=url, api_key=KEY).sync() as client:  # OpenEnv's own, keyed
+            assert client.reset().observation["admissible_actions"]
+            # over the 64 KiB bound: proctor's reply, not uvicorn's bare close (its ws_max_size is above the bound)
+            one_line_error(lambda: client.step({"command": "x" * 100_000}), "MESSAGE_TOO_LARGE", "65536 bytes")
         assert httpx.post(url + "/reset", json={}).status_code == 401
     finally:
         proc.terminate()

@@ -1,4 +1,5 @@
-"""`proctor serve` as a real subprocess on 127.0.0.1: start-up, served name, API key from the environment."""
+"""`proctor serve` as a real subprocess on 127.0.0.1: start-up, served name, API key from the environment; the
+warning of every serving command bound beyond loopback without a key."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 import httpx
 import openai
+import pytest
 
 CLI = [sys.executable, "-c", "from proctor.cli import main; main()"]
 KEY = "cli-secret-7f3a"
@@ -72,3 +74,33 @@ def test_serve_cli_reports_a_missing_model():
                          timeout=120, check=False)
     assert res.returncode != 0
     assert "no model folder" in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("command", [["serve", "--model", "/nonexistent/model/dir"],
+                                     ["prm", "serve", "{empty}"],
+                                     ["serve-env", "nosuch"]], ids=["serve", "prm serve", "serve-env"])
+def test_a_host_beyond_loopback_without_a_key_is_warned(command, tmp_path, monkeypatch):
+    """Each serving command bound beyond this machine (`--host 0.0.0.0`, an interface's address) without an API key
+    prints one warning line before it loads anything (here the model, PRM or env then fails to load: nothing is
+    bound); on a loopback host, or with a key, it prints none."""
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    if command[0] == "serve-env":
+        pytest.importorskip("openenv", reason="needs the openenv extra: pip install 'proctor[openenv]'")
+    argv = [a.replace("{empty}", str(tmp_path)) for a in command]
+    monkeypatch.setenv("PROCTOR_TEST_KEY", KEY)
+
+    def stderr(*extra: str) -> str:
+        res = CliRunner().invoke(app, [*argv, *extra], terminal_width=400)
+        assert res.exit_code != 0  # the bad model, PRM or env: nothing was served
+        return res.stderr
+
+    warned = [line for line in stderr("--host", "0.0.0.0").splitlines() if line.startswith("warning:")]
+    assert warned == [("warning: serving on 0.0.0.0 without an API key: anyone who can reach this port can use the "
+                       "server; give --api-key-env VAR, or bind 127.0.0.1 (the default)")]
+    assert "warning:" in stderr("--host", "192.168.7.3")
+    for quiet in (["--host", "127.0.0.1"], ["--host", "localhost"], ["--host", "::1"],
+                  ["--host", "0.0.0.0", "--api-key-env", "PROCTOR_TEST_KEY"]):
+        assert "warning:" not in stderr(*quiet), quiet

@@ -217,11 +217,13 @@ def serve(
     from proctor.prm.model import ProcessRewardModel
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.server import make_app
-    from proctor.serving.guards import ServerLimits
+    from proctor.serving.guards import ServerLimits, exposure_warning
 
     api_key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not api_key:
         raise typer.BadParameter(f"environment variable {api_key_env} is unset or empty", param_hint="--api-key-env")
+    if warning := exposure_warning(host, api_key):
+        typer.echo(warning, err=True)
     try:
         limits = ServerLimits.from_pairs(limit)
     except ValueError as e:

@@ -34,7 +34,7 @@ def serve(
     import uvicorn
 
     from proctor.serving import Generator, create_app
-    from proctor.serving.guards import ServerLimits
+    from proctor.serving.guards import ServerLimits, exposure_warning
 
     api_key = None
     if api_key_env is not None:
@@ -42,6 +42,8 @@ def serve(
         if not api_key:
             raise typer.BadParameter(f"environment variable {api_key_env} is unset or empty",
                                      param_hint="--api-key-env")
+    if warning := exposure_warning(host, api_key):
+        typer.echo(warning, err=True)
     try:
         limits = ServerLimits.from_pairs(limit)
     except ValueError as e:

@@ -41,9 +41,13 @@ def serve_env(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             fail(f"--api-key-env: environment variable {api_key_env} is unset or empty")
+    from proctor.serving.guards import exposure_warning
+
+    if warning := exposure_warning(host, api_key):
+        typer.echo(warning, err=True)
     env_kwargs = parse_key_values(env_arg, "--env-arg")
     with user_errors("serve-env"):
-        from proctor.integrations.openenv import ServeEnvConfig, create_app
+        from proctor.integrations.openenv import ServeEnvConfig, create_app, uvicorn_options
 
         cfg = ServeEnvConfig(env=env, env_kwargs=env_kwargs, split=split, prm=prm, max_sessions=max_sessions,
                              run_seed=seed, prm_device=device, prm_dtype=dtype)
@@ -55,4 +59,4 @@ def serve_env(
     auth = f"API key from ${api_key_env}" if api_key else "no API key"
     reward = f"PRM {prm}" if prm else "the env's rewards"
     typer.echo(f"serving {env} as an OpenEnv server on ws://{host}:{port}/ws ({reward}; {auth})", err=True)
-    uvicorn.run(server, host=host, port=port, log_level="info", ws_max_size=cfg.max_body_bytes)
+    uvicorn.run(server, host=host, port=port, log_level="info", **uvicorn_options(cfg))

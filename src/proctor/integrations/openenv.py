@@ -36,11 +36,13 @@ status, over the WebSocket the message above. Codes: `unknown_split` and `bad_re
 `bad_action` (422: not an object with a `command` string, empty, or longer than `max_action_chars`),
 `no_episode` and `episode_over` (409), `body_too_large` (413), `invalid_api_key` (401). An unknown env is refused
 when the server is built (`create_app` raises a one-line ValueError; the CLI prints it and exits 2). The server
-binds 127.0.0.1 unless told otherwise, HTTP bodies and WebSocket messages are bounded by `max_body_bytes`, at most
-`max_sessions` sessions run at once (OpenEnv answers `CAPACITY_REACHED` above), and with an API key every route but
-`/health` needs `Authorization: Bearer <key>` (a WebSocket handshake without it is refused); the key comes from an
-environment variable and is never logged. `ProctorEnvClient(base_url, api_key=...)` is OpenEnv's `EnvClient` with
-proctor's types and the key sent at the handshake.
+binds 127.0.0.1 unless told otherwise, HTTP bodies and WebSocket messages are bounded by `max_body_bytes` (a
+message over it, up to uvicorn's own bound `ws_max_size`, gets `MESSAGE_TOO_LARGE` and the socket is closed with
+1009; uvicorn closes one over `ws_max_size` with 1009 and no message), at most `max_sessions` sessions run at once
+(OpenEnv answers `CAPACITY_REACHED` above), and with an API key every route but `/health` needs `Authorization:
+Bearer <key>` (a WebSocket handshake without it is refused); the key comes from an environment variable and is never
+logged. `ProctorEnvClient(base_url, api_key=...)` is OpenEnv's `EnvClient` with proctor's types and the key sent at
+the handshake; `with_api_key(GenericEnvClient)` is OpenEnv's generic client that sends it (`BearerKey`).
 
 Importing this module imports OpenEnv (and its web stack, a few seconds); a PRM loads when the first step is
 scored (`proctor serve-env` loads it before serving).
@@ -117,6 +119,23 @@ class ServeEnvConfig(BaseModel):
     max_action_chars: int = Field(1000, ge=1, description="longest command accepted (422 above)")
     max_body_bytes: int = Field(64 * 1024, ge=1024, description="largest HTTP body or WebSocket message (413 / "
                                 "MESSAGE_TOO_LARGE above)")
+    ws_max_size: int = Field(16 * 1024 * 1024, ge=2048, description="largest WebSocket message the server reads "
+                             "at all (uvicorn's ws_max_size, above max_body_bytes): uvicorn closes the socket on a "
+                             "larger one with code 1009 and no error message")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ServeEnvConfig:
+        if self.ws_max_size <= self.max_body_bytes:
+            raise ValueError(f"field 'ws_max_size': {self.ws_max_size} must be above max_body_bytes "
+                             f"({self.max_body_bytes}), or no too-large message gets proctor's MESSAGE_TOO_LARGE")
+        return self
+
+
+def uvicorn_options(cfg: ServeEnvConfig) -> dict[str, Any]:
+    """What uvicorn is given beside the app (`proctor serve-env`, and `BackgroundServer` in tests): its WebSocket
+    bound `ws_max_size`, above `max_body_bytes`, so that proctor's bound is the one that answers a message that
+    is too large (MESSAGE_TOO_LARGE, then close 1009), up to `ws_max_size`."""
+    return {"ws_max_size": cfg.ws_max_size}
 
 
 def _bad_action(message: str) -> GuardError:
@@ -454,7 +473,45 @@ def create_app(cfg: ServeEnvConfig | dict[str, Any], api_key: str | None = None)
     return app
 
 
-class ProctorEnvClient(EnvClient[ProctorAction, ProctorObservation, ProctorState]):
+class BearerKey:
+    """A mixin for OpenEnv's `EnvClient` classes (module docstring): `api_key` (or None) is sent as `Authorization:
+    Bearer <key>` at the WebSocket handshake, which a server started with `--api-key-env` requires; OpenEnv's own
+    clients send no headers. `with_api_key(GenericEnvClient)` is OpenEnv's generic client with it."""
+
+    def __init__(self, base_url: str, *args: Any, api_key: str | None = None, **kwargs: Any):
+        super().__init__(base_url, *args, **kwargs)
+        self._api_key = api_key
+
+    async def connect(self) -> Any:
+        if self._api_key is None or self._ws is not None:
+            return await super().connect()
+        from urllib.parse import urlparse
+
+        from websockets.asyncio.client import connect
+
+        local = urlparse(self._ws_url).hostname in ("localhost", "127.0.0.1", "::1")
+        try:  # OpenEnv's connect, with the header (and, as it does, no proxy for this machine)
+            self._ws = await connect(self._ws_url, open_timeout=self._connect_timeout, max_size=self._max_message_size,
+                                     additional_headers={"Authorization": f"Bearer {self._api_key}"},
+                                     proxy=None if local else True)
+        except Exception as e:
+            raise ConnectionError(f"Failed to connect to {self._ws_url}: {e}") from e
+        return self
+
+
+def with_api_key(client_cls: type) -> type:
+    """`client_cls` (any OpenEnv `EnvClient` subclass, e.g. `GenericEnvClient`) taking `api_key=...`, which it
+    sends at the handshake (`BearerKey`):
+
+        KeyedClient = with_api_key(GenericEnvClient)
+        with KeyedClient(base_url="http://127.0.0.1:8000", api_key=os.environ["ENV_SERVER_KEY"]).sync() as env:
+            result = env.reset()
+    """
+    return type(client_cls.__name__, (BearerKey, client_cls), {"__doc__": f"{client_cls.__name__} that sends an "
+                                                                          "API key (proctor's `with_api_key`)."})
+
+
+class ProctorEnvClient(BearerKey, EnvClient[ProctorAction, ProctorObservation, ProctorState]):
     """OpenEnv's `EnvClient` for a proctor env server: `step` takes a `ProctorAction` or the command text, results
     carry `ProctorObservation`s; `api_key` (or None) is sent as `Authorization: Bearer` at the WebSocket handshake.
 
@@ -462,23 +519,6 @@ class ProctorEnvClient(EnvClient[ProctorAction, ProctorObservation, ProctorState
             result = env.reset(task_id=...)
             result = env.step("go to fridge 1")
     """
-
-    def __init__(self, base_url: str, *, api_key: str | None = None, **kwargs: Any):
-        super().__init__(base_url, **kwargs)
-        self._api_key = api_key
-
-    async def connect(self) -> ProctorEnvClient:
-        if self._api_key is None or self._ws is not None:
-            await super().connect()
-            return self
-        from websockets.asyncio.client import connect
-
-        try:
-            self._ws = await connect(self._ws_url, open_timeout=self._connect_timeout, max_size=self._max_message_size,
-                                     additional_headers={"Authorization": f"Bearer {self._api_key}"})
-        except Exception as e:
-            raise ConnectionError(f"Failed to connect to {self._ws_url}: {e}") from e
-        return self
 
     def _step_payload(self, action: ProctorAction | str) -> dict[str, Any]:
         if isinstance(action, str):

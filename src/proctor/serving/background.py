@@ -18,10 +18,12 @@ import uvicorn
 class BackgroundServer:
     """uvicorn serving `app` on `host:port` in a daemon thread; a context manager that starts and stops it."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0):
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0,
+                 **options: Any):
+        """`options`: more of `uvicorn.Config`'s arguments (e.g. `ws_max_size`)."""
         self.host = host
         self.start_timeout = start_timeout
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", **options))
         self._thread = threading.Thread(target=self._server.run, name="proctor-serve", daemon=True)
         self.port = port
 

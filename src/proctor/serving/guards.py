@@ -9,6 +9,8 @@
   scoring at the next batch) and a request still waiting leaves the queue.
 - `bearer_ok`: constant-time API-key check (`hmac.compare_digest`); the key comes from an environment
   variable and is never logged.
+- `exposure_warning`: the line every serving command prints when it binds beyond this machine's loopback
+  without a key (`proctor serve`, `proctor prm serve`, `proctor serve-env`).
 - `internal_error`: a 500 says only "internal error" and a request id; the exception is logged with it.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 import threading
 import uuid
@@ -85,6 +88,24 @@ def bearer_ok(authorization: str | None, api_key: str) -> bool:
     """`Authorization: Bearer <api_key>`, compared in constant time."""
     scheme, _, given = (authorization or "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), api_key.encode())
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only: `localhost`, 127.0.0.0/8 or ::1."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name or an address of a network interface
+
+
+def exposure_warning(host: str, api_key: str | None, key_option: str = "--api-key-env") -> str | None:
+    """One line for a server bound to `host` beyond this machine without an API key, else None."""
+    if api_key or is_loopback(host):
+        return None
+    return (f"warning: serving on {host} without an API key: anyone who can reach this port can use the server; "
+            f"give {key_option} VAR, or bind 127.0.0.1 (the default)")
 
 
 class BodyLimit:
