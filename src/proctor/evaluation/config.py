@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, agent_class
+from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, ServerRef, agent_class
 from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
 from proctor.search.registry import SearchConfig, SearchSpec, search_methods
 
@@ -62,6 +62,8 @@ class EvalConfig(BaseModel):
     score_key: str = Field(default="prm", description="the Step.scores key the PRM's scores go to")
     prm_batch_size: int = Field(default=8, ge=1, description="trajectories per PRM forward pass when scoring "
                                 "with `prm`")
+    prm_server: ServerRef | None = Field(default=None, description="score `prm`'s steps on a server instead of "
+                                         "loading it: `proctor prm serve` serving the PRM head (its `base_url`)")
     device: Device = "auto"
     dtype: Dtype = "auto"
     progress: bool = Field(default=True, description="show a progress bar on stderr")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from proctor.progress import StageProgress
 from proctor.store import TrajectoryStore
@@ -28,11 +29,11 @@ def with_scores(traj: Trajectory, scores: Sequence[float], key: str) -> Trajecto
 
 
 def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str = "prm", batch_size: int = 8,
-                progress: bool = True, device: str = "auto", dtype: str | None = "auto"
+                progress: bool = True, device: str = "auto", dtype: str | None = "auto", server: Any = None
                 ) -> tuple[list[Trajectory], list[str]]:
-    """Score `trajs` with the PRM at `prm_path` (on `device` in `dtype`: `proctor.search.scorer.load_scorer`)
-    into the store `out`; returns the scored trajectories (in the order of `trajs`) and the ids of those that
-    could not be scored (copied without scores)."""
+    """Score `trajs` with the PRM at `prm_path` (on `device` in `dtype`, or on `server`, a `ServerRef`:
+    `proctor.search.scorer.load_scorer`) into the store `out`; returns the scored trajectories (in the order of
+    `trajs`) and the ids of those that could not be scored (copied without scores)."""
     from proctor.prm.scoring import ScoringError
     from proctor.search.scorer import load_scorer
 
@@ -46,7 +47,7 @@ def score_store(trajs: Sequence[Trajectory], prm_path: Path, out: Path, key: str
                 done[t.id] = t
         unscored: list[str] = [t.id for t in done.values() if t.steps and not any(key in s.scores for s in t.steps)]
         if todo:
-            scorer = load_scorer(str(prm_path), batch_size, device, dtype)
+            scorer = load_scorer(str(prm_path), batch_size, device, dtype, server)
             with StageProgress("prm scoring", total=len(todo), unit="trajectories", enabled=progress) as bar:
                 for i in range(0, len(todo), batch_size):
                     chunk = todo[i:i + batch_size]

@@ -55,6 +55,7 @@ from pydantic.fields import FieldInfo
 from proctor.credit.stage import TargetsConfig
 from proctor.pipeline.launch import DevicePlan, LaunchSection
 from proctor.pipeline.monitor import MonitorSection
+from proctor.pipeline.prm_server import PRMServingSection
 from proctor.prm.config import DataSection as PRMDataSection
 from proctor.prm.config import ModelSection as PRMModelSection
 from proctor.prm.config import PRMTrainConfig, upgrade_old_fields
@@ -621,6 +622,16 @@ class PipelineConfig(_Section):
     devices: DevicePlan = Field(default_factory=DevicePlan, description="which CUDA devices the vLLM server and the "
                                 "launched training stages get (None for both: every part on every GPU, the server "
                                 "stopped while a stage trains)")
+    prm_serving: PRMServingSection = Field(default_factory=PRMServingSection, description="where the evaluations "
+                                           "score with Q_k: loaded by each (local), or served by the loop's own "
+                                           "`proctor prm serve` process (server; proctor.pipeline.prm_server)")
+
+    @model_validator(mode="after")
+    def _served_prm_is_a_head(self) -> PipelineConfig:
+        if self.prm_serving.engine == "server" and isinstance(self.prm, LikelihoodPRMSection):
+            raise ValueError("prm_serving.engine: server serves a PRM head (`proctor prm serve`); a likelihood PRM is "
+                             "scored by vLLM's prompt_logprobs, which the loop does not serve yet: use engine local")
+        return self
 
     @model_validator(mode="after")
     def _devices_fit(self) -> PipelineConfig:

@@ -110,11 +110,13 @@ class DevicePlan(BaseModel):
                                          "None: every GPU)")
     training: list[int] | None = Field(default=None, description="the GPUs of the launched training stages, one "
                                        "process each (launch.processes must be their number; None: every GPU)")
+    prm: list[int] | None = Field(default=None, description="the GPUs of the served PRM (`prm_serving: {engine: "
+                                  "server}`; None: every GPU)")
 
     @model_validator(mode="after")
     def _seen(self) -> DevicePlan:
         seen = _cuda_count()
-        for part in ("generation", "training"):
+        for part in ("generation", "training", "prm"):
             devices = getattr(self, part)
             if devices is None:
                 continue

@@ -44,6 +44,7 @@ from proctor.pipeline.config import (
     TaskSection,
 )
 from proctor.pipeline.manifest import Manifest
+from proctor.pipeline.prm_server import with_prm_server
 from proctor.pipeline.stage import RUN_CONFIG, Stage, describe_agent, describe_tasks, slug, stage_command
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
@@ -96,6 +97,7 @@ class Pipeline:
         self.manifest: Manifest | None = None
         self.results: list[dict[str, Any]] = []
         self.served: Any = None  # the vLLM server of `generation: {engine: vllm}`, once the run is open
+        self.served_prm: Any = None  # the PRM server of `prm_serving: {engine: server}`, once the run is open
         self._split_ids: dict[str, set[str]] = {}
 
     # -- the run folder -----------------------------------------------------------------------------------------
@@ -111,7 +113,15 @@ class Pipeline:
                 config.write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
         if served and self.served is None and self.cfg.generation.engine == "vllm":
             self.served = served_generation(self.cfg)
+        if served and self.served_prm is None and self.cfg.prm_serving.engine == "server":
+            self.served_prm = served_prm(self.cfg)
         return self.manifest
+
+    def stop_servers(self) -> None:
+        """Stop the run's servers (the served policy, the served PRM)."""
+        for server in (self.served, self.served_prm):
+            if server is not None:
+                server.stop()
 
     def agent(self, value: Any, policy: Path, prm: Path | None = None) -> Any:
         """`value` with `$policy`/`$prm` filled (`fill`); with a served policy, every hf or choice agent of the
@@ -225,7 +235,8 @@ class Pipeline:
         return Stage(f"iter-{k}/targets", k, f"{self.cfg.targets.method} targets of π{k}'s rollouts{params}", "-",
                      out, lambda: self.cfg.targets.stage_config(self.cfg, {"$rollouts": rollouts, "$out": out,
                                                                            "$targets": out / "trajectories"}),
-                     [rollouts], [out / "targets.parquet", out / "trajectories" / "manifest.json"], run_targets,
+                     [rollouts], [out / "targets.parquet", out / "trajectories" / "manifest.json"],
+                     lambda c: run_targets(c, overwrite=True),  # a stage not done starts over
                      lambda s: {key: s.get(key) for key in ("records", "states", "warning")}, name="targets")
 
     def candidates_stage(self, k: int, agent: Any, rollouts: Path, policy: Path, who: str) -> Stage:
@@ -256,7 +267,7 @@ class Pipeline:
         assert section is not None
 
         def pairs(tcfg: TargetsConfig) -> dict[str, Any]:
-            summary = run_targets(tcfg)
+            summary = run_targets(tcfg, overwrite=True)  # a stage not done starts over
             if not summary.get("records"):
                 raise ValueError(f"{out}: no candidate pairs (no two candidates of a state differ by the margin "
                                  f"{section.margin}; {summary.get('warning') or ''}): roll out more tasks or states")
@@ -321,17 +332,21 @@ class Pipeline:
                 tasks = tasks[:entry.tasks] if isinstance(tasks, list) else min(entry.tasks, tasks or entry.tasks)
             method = {"agent": self.agent(entry.agent, policy, prm)} if entry.agent is not None else {
                 "search": self.agent(entry.search, policy, prm)}
+            scored_by = prm if "$prm" not in json.dumps(given) else None  # the policy's episodes, scored by Q_k
+            server = self.served_prm.ref() if self.served_prm is not None and prm is not None else None
+            if server is not None:
+                method = with_prm_server(method, str(prm), server)
             return EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
                               split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
                               seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
-                              prm=prm if "$prm" not in json.dumps(given) else None)
+                              prm=scored_by, prm_server=server if scored_by is not None else None)
 
         runs = f"evaluate {entry.name!r} on " + describe_tasks(self.cfg.env, section, self.sizes,
                                                                 first=None if entry.panel else entry.tasks)
         return Stage(f"iter-{k}/eval/{slug(entry.name)}", k, runs,
                      describe_agent(given, f"π{k}", f"Q{k}" if prm is not None else None), out, config,
                      [policy] + ([prm] if prm else []), [out / "summary.json"], lambda c: run_eval(c).summary,
-                     _headline, serves=policy, name="eval")
+                     _headline, serves=policy, scores=prm, name="eval")
 
     def monitor_stage(self, k: int, agent: dict[str, Any], policy: Path, prm: Path, watched: EvalEntry) -> Stage:
         """The reward-hacking monitor on iteration k's evaluation of the policy (`proctor.pipeline.monitor`)."""
@@ -464,6 +479,12 @@ class Pipeline:
             def run() -> Any:
                 served.follow(str(policy))
                 return inner()
+        if self.served_prm is not None and stage.scores is not None:
+            served_q, scoring, scores = self.served_prm, run, stage.scores
+
+            def run() -> Any:
+                served_q.follow(scores)
+                return scoring()
         return manifest.stage(stage.key, iteration=stage.iteration, inputs=stage.inputs, outputs=stage.outputs,
                               config=config, run=run, result=result, command=self.command(stage))
 
@@ -544,8 +565,7 @@ def run_pipeline(cfg: PipelineConfig, report: Report | None = None, reuse: Path 
     try:
         return pipeline.run()
     finally:
-        if pipeline.served is not None:
-            pipeline.served.stop()
+        pipeline.stop_servers()
 
 
 def plan_stages(cfg: PipelineConfig, sizes: Mapping[str, int] | None = None) -> list[Stage]:
@@ -560,8 +580,7 @@ def run_stage(cfg: PipelineConfig, key: str, result_file: Path | None = None) ->
     try:
         return pipeline.run_stage(key, result_file)
     finally:
-        if pipeline.served is not None:
-            pipeline.served.stop()
+        pipeline.stop_servers()
 
 
 def served_generation(cfg: PipelineConfig) -> Any:
@@ -581,6 +600,20 @@ def served_generation(cfg: PipelineConfig) -> Any:
         server = server.model_copy(update={"env": {**server.env, **DevicePlan.visible(cfg.devices.generation)}})
     return ServedPolicy(cfg.generation.model_copy(update={"server": server}), "", lora=False,
                         log_file=cfg.out / "vllm.log")
+
+
+def served_prm(cfg: PipelineConfig) -> Any:
+    """The run's PRM server (`prm_serving: {engine: server}`), on one port kept in `out/prm-server.json` so that a
+    resumed run's evaluation configs are the same; on the device plan's `devices.prm` when given."""
+    from proctor.pipeline.launch import DevicePlan
+    from proctor.pipeline.prm_server import ServedPRM
+    from proctor.serving.vllm_server import free_port
+
+    record = cfg.out / "prm-server.json"
+    port = cfg.prm_serving.port or (json.loads(record.read_text())["port"] if record.is_file() else free_port())
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"port": port}))
+    return ServedPRM(cfg.prm_serving, port, cfg.out / "prm-server.log", env=DevicePlan.visible(cfg.devices.prm))
 
 
 def served_agents(value: Any, policy: str, served: Any) -> Any:

@@ -28,7 +28,8 @@ class Stage:
     a config may check that its inputs exist); `run(config)` is the stage's library call; `result` sums up what it
     returned for the manifest; `serves`: the policy a served generator must follow first (a stage that samples
     from π_k); `trains`: a stage that trains a model (the served generator is stopped first, and the `launch`
-    section may run it in several processes); `name`: its family (`sft`, `prm`, `eval`, ...; default: its key)."""
+    section may run it in several processes); `scores`: the PRM a served PRM must follow first (an evaluation
+    that ranks or scores with Q_k); `name`: its family (`sft`, `prm`, `eval`, ...; default: its key)."""
 
     key: str
     iteration: int
@@ -42,6 +43,7 @@ class Stage:
     result: Callable[[Any], dict[str, Any]] = lambda _: {}
     trains: bool = False
     serves: Path | None = None
+    scores: Path | None = None
     name: str = ""
 
     def __post_init__(self) -> None:
