@@ -3,7 +3,8 @@
 - `reference/cli.md`: every command of the typer app (`proctor.cli.commands.app`), walked through click: usage,
   help, arguments and options with their types and defaults;
 - `reference/config/*.md`: every config, from its pydantic model: field, type, default, description, with each
-  nested section (a model used as a field's type) under it.
+  nested section (a model used as a field's type) under it. `config_models()` lists them all (the test that every
+  field has a description walks it).
 
 Nothing generated is committed: `on_files` adds the pages to the build. `mkdocs.yml` names this file under `hooks:`;
 the tests import it by path (`tests/test_docs.py`).
@@ -204,33 +205,47 @@ def model_doc(cls: type[BaseModel]) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+def field_models(cls: type[BaseModel]) -> list[type[BaseModel]]:
+    """The models that appear in the types of `cls`'s fields, in field order."""
+    found: list[type[BaseModel]] = []
+    for field in cls.model_fields.values():
+        type_name(field.annotation, found)
+    return found
+
+
+def nested_models(roots: Iterable[type[BaseModel]]) -> list[type[BaseModel]]:
+    """Every model met in the field types of `roots`, of those models, and so on, each once, in the order a page
+    documents them under "Nested sections" (the roots themselves left out)."""
+    seen, out = list(roots), []
+    pending = [c for root in seen for c in field_models(root)]
+    while pending:
+        cls = pending.pop(0)
+        if cls not in seen:
+            seen.append(cls)
+            out.append(cls)
+            pending += field_models(cls)
+    return out
+
+
 def models_markdown(title: str, intro: str, roots: Iterable[tuple[str, type[BaseModel], str]]) -> str:
     """One page: each root model (with a heading and a lead), then every nested model once."""
+    roots = list(roots)
     out = [f"# {title}", "", GENERATED_NOTE, "", intro, ""]
-    documented: set[type[BaseModel]] = set()
-    nested: list[type[BaseModel]] = []
     for heading, cls, lead in roots:
         out += [f"## {heading} {{#{anchor(heading)}}}", ""]
         out += [f"`{cls.__module__}.{cls.__qualname__}`" + (f": {lead}" if lead else ""), ""]
-        out += model_table(cls, nested)
-        documented.add(cls)
-    pending = [c for c in nested if c not in documented]
-    if pending:
+        out += model_table(cls)
+    nested = nested_models(cls for _, cls, _ in roots)
+    if nested:
         out += ["## Nested sections", "", "The models that appear as field types above.", ""]
-    while pending:
-        cls = pending.pop(0)
-        if cls in documented:
-            continue
-        documented.add(cls)
+    for cls in nested:
         out += [f"### {cls.__name__} {{#{anchor('model-' + cls.__name__)}}}", ""]
         out += [f"`{cls.__module__}.{cls.__qualname__}`", ""]
-        found: list[type[BaseModel]] = []
-        out += model_table(cls, found)
-        pending += [c for c in found if c not in documented and c not in pending]
+        out += model_table(cls)
     return "\n".join(out)
 
 
-def model_table(cls: type[BaseModel], nested: list[type[BaseModel]]) -> list[str]:
+def model_table(cls: type[BaseModel]) -> list[str]:
     doc = model_doc(cls)
     out = [doc, ""] if doc else []
     if not cls.model_fields:
@@ -239,7 +254,6 @@ def model_table(cls: type[BaseModel], nested: list[type[BaseModel]]) -> list[str
     for name, field in cls.model_fields.items():
         found: list[type[BaseModel]] = []
         tp = type_name(field.annotation, found)
-        nested += [c for c in found if c not in nested]
         shown = code(tp)
         if found:
             links = ", ".join(f"[{c.__name__}](#{anchor('model-' + c.__name__)})" for c in found)
@@ -254,13 +268,64 @@ def attr(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+#: a documented config: its heading, its class, and the line under the heading
+Root = tuple[str, type[BaseModel], str]
+
+
+def pipeline_roots() -> list[Root]:
+    return [("PipelineConfig", attr("proctor.pipeline.config:PipelineConfig"), "the loop of `proctor run`"),
+            ("QuickstartConfig", attr("proctor.quickstart:QuickstartConfig"), "the options of `proctor quickstart`")]
+
+
+def prm_roots() -> list[Root]:
+    return [("PRMTrainConfig", attr("proctor.prm.config:PRMTrainConfig"), "`proctor prm train`"),
+            ("LikelihoodPRMConfig", attr("proctor.prm.likelihood:LikelihoodPRMConfig"),
+             "`proctor prm train-likelihood`")]
+
+
+def rollout_roots() -> list[Root]:
+    return [("RolloutConfig", attr("proctor.rollout.config:RolloutConfig"), "`proctor rollout`"),
+            ("TargetsConfig", attr("proctor.credit.stage:TargetsConfig"), "`proctor targets`"),
+            ("EvalConfig", attr("proctor.evaluation.config:EvalConfig"), "`proctor eval`"),
+            ("SearchRunConfig", attr("proctor.search.run:SearchRunConfig"), "a search method's run")]
+
+
+def trainer_roots() -> list[Root]:
+    from proctor.rl.trainers import TRAINERS
+
+    roots = []
+    for method, entry in TRAINERS.items():
+        config, _ = entry.load()
+        roots.append((f"train {method}", config, f"`proctor train {method}`: {entry.summary}"))
+    return roots
+
+
+def agent_roots() -> list[Root]:
+    import proctor.search  # noqa: F401  (registers the agent kind best-of-n)
+    from proctor.agents.registry import agent_class, agent_kinds
+
+    return [(f"kind: {kind}", agent_class(kind), text) for kind, text in agent_kinds().items()]
+
+
+def search_roots() -> list[Root]:
+    from proctor.search.registry import search_methods
+
+    return [(f"method: {name}", m.config, m.description) for name, m in search_methods().items()]
+
+
+def credit_roots() -> list[Root]:
+    import proctor.credit  # noqa: F401  (registers every method)
+    from proctor.credit.registry import methods
+
+    return [(f"method: {name}", m.config, m.description + (f" (needs {', '.join(m.needs)})" if m.needs else ""))
+            for name, m in methods().items()]
+
+
 def pipeline_page() -> str:
     return models_markdown(
         "Pipeline and quickstart configs",
         "`proctor run CONFIG.yaml` reads a `PipelineConfig`; `proctor quickstart` builds one from a preset "
-        "(`QuickstartConfig`). A ready example: `examples/pipeline/quickstart-household.yaml`.",
-        [("PipelineConfig", attr("proctor.pipeline.config:PipelineConfig"), "the loop of `proctor run`"),
-         ("QuickstartConfig", attr("proctor.quickstart:QuickstartConfig"), "the options of `proctor quickstart`")])
+        "(`QuickstartConfig`). A ready example: `examples/pipeline/quickstart-household.yaml`.", pipeline_roots())
 
 
 def prm_page() -> str:
@@ -268,68 +333,55 @@ def prm_page() -> str:
         "PRM configs",
         "`proctor prm train CONFIG.yaml` reads a `PRMTrainConfig` (a backbone with a head); `proctor prm "
         "train-likelihood CONFIG.yaml` a `LikelihoodPRMConfig` (the policy's LM as the PRM). Examples: "
-        "`examples/stages/prm.yaml`, `examples/prm/`.",
-        [("PRMTrainConfig", attr("proctor.prm.config:PRMTrainConfig"), "`proctor prm train`"),
-         ("LikelihoodPRMConfig", attr("proctor.prm.likelihood:LikelihoodPRMConfig"),
-          "`proctor prm train-likelihood`")])
+        "`examples/stages/prm.yaml`, `examples/prm/`.", prm_roots())
 
 
 def rollout_page() -> str:
     return models_markdown(
         "Rollout, targets, search and evaluation configs",
         "What `proctor rollout --config`, `proctor targets`, `proctor eval` read; the command-line options "
-        "fill the same fields. Example: `examples/rollout/cand16.yaml`.",
-        [("RolloutConfig", attr("proctor.rollout.config:RolloutConfig"), "`proctor rollout`"),
-         ("TargetsConfig", attr("proctor.credit.stage:TargetsConfig"), "`proctor targets`"),
-         ("EvalConfig", attr("proctor.evaluation.config:EvalConfig"), "`proctor eval`"),
-         ("SearchRunConfig", attr("proctor.search.run:SearchRunConfig"), "a search method's run")])
+        "fill the same fields. Example: `examples/rollout/cand16.yaml`.", rollout_roots())
 
 
 def trainers_page() -> str:
-    from proctor.rl.trainers import TRAINERS
-
-    roots = []
-    for method, entry in TRAINERS.items():
-        config, _ = entry.load()
-        roots.append((f"train {method}", config, f"`proctor train {method}`: {entry.summary}"))
     return models_markdown(
         "Trainer configs",
         "`proctor train METHOD CONFIG.yaml`: one config class per method, from the trainer registry "
-        "(`proctor.rl.trainers.TRAINERS`). Examples: `examples/rl/`.", roots)
+        "(`proctor.rl.trainers.TRAINERS`). Examples: `examples/rl/`.", trainer_roots())
 
 
 def agents_page() -> str:
-    import proctor.search  # noqa: F401  (registers the agent kind best-of-n)
-    from proctor.agents.registry import agent_class, agent_kinds
-
-    roots = [(f"kind: {kind}", agent_class(kind), text) for kind, text in agent_kinds().items()]
     return models_markdown(
         "Agent configs",
         "Every agent is a config with a `kind` (the agent registry, `proctor.agents.registry`): in YAML as "
-        "`agent: {kind: choice, model: ...}`, on the command line as `--agent KIND --agent-arg key=value`.", roots)
+        "`agent: {kind: choice, model: ...}`, on the command line as `--agent KIND --agent-arg key=value`.",
+        agent_roots())
 
 
 def search_page() -> str:
-    from proctor.search.registry import search_methods
-
-    roots = [(f"method: {name}", m.config, m.description) for name, m in search_methods().items()]
     return models_markdown(
         "Search configs",
         "Every search method is a config with a `method` (the search registry, `proctor.search.registry`): "
         "`proctor eval --search METHOD --search-arg key=value`, or `search: {method: ...}` in a pipeline's "
-        "evaluation entries.", roots)
+        "evaluation entries.", search_roots())
 
 
 def credit_page() -> str:
-    import proctor.credit  # noqa: F401  (registers every method)
-    from proctor.credit.registry import methods
-
-    roots = [(f"method: {name}", m.config, m.description + (f" (needs {', '.join(m.needs)})" if m.needs else ""))
-             for name, m in methods().items()]
     return models_markdown(
         "Credit (targets) configs",
         "`proctor targets --method NAME -p key=value`: the parameters of each method of the credit registry "
-        "(`proctor.credit.registry`).", roots)
+        "(`proctor.credit.registry`).", credit_roots())
+
+
+#: every config reference page's roots
+CONFIG_ROOTS: tuple[Callable[[], list[Root]], ...] = (pipeline_roots, prm_roots, rollout_roots, trainer_roots,
+                                                      agent_roots, search_roots, credit_roots)
+
+
+def config_models() -> list[type[BaseModel]]:
+    """Every config model the reference documents: each page's roots and the models nested in them, once."""
+    roots = [cls for make in CONFIG_ROOTS for _, cls, _ in make()]
+    return list(dict.fromkeys(roots)) + [c for c in nested_models(roots) if c not in roots]
 
 
 #: generated page (relative to docs/) → its maker
