@@ -165,7 +165,7 @@ class ReplayConfig(AgentSpec):
 
 
 _STOP_HELP = ("stop strings; None: the output format's end of action (plain: a newline; reason_action and "
-              "thought_action: a blank line; xml: '</action>'); []: none")
+              "thought_action: a blank line; xml: `</action>`); []: none")
 
 
 @register_agent("hf")

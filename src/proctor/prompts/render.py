@@ -54,7 +54,7 @@ class PromptConfig(BaseModel):
 
     format: OutputFormat = Field(default="plain", description="how the model writes its action: plain (the "
                                  "action on one line), reason_action (REASON: / ACTION:), thought_action "
-                                 "(Thought: / Action:) or xml (<think>…</think><action>…</action>)")
+                                 "(Thought: / Action:) or xml (`<think>…</think><action>…</action>`)")
     history: int | None = Field(default=None, ge=0, description="None: full history; k: the last k steps")
     system: str | None = Field(default=None, description="None: the default instruction; '': no system turn")
     show_admissible: bool = Field(default=True, description="list the env's admissible actions after the "
