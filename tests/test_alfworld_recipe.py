@@ -146,7 +146,7 @@ def scaled_down(out: Path, data_dir: Path) -> dict:
     cfg["demos"]["tasks"] = SHORT_GAMES
     cfg["sft"] |= {"steps": 4, "batch_size": 4}
     cfg["rollout"] |= {"tasks": 2, "samples": 2}
-    cfg["prm"]["training"] |= {"max_steps": 3, "per_device_train_batch_size": 4}
+    cfg["prm"] |= {"steps": 3, "batch_size": 4}
     cfg["improve"] |= {"max_states": 4, "n": 2, "epochs": 1, "batch_size": 2}
     cfg["evaluate"]["tasks"] = test_games
     entries = cfg["evaluate"]["entries"]

@@ -40,10 +40,8 @@ def fake_backbone(tmp_path):
 
 def write_config(tmp_path, backbone, **overrides) -> str:
     write_stepwise(toy(8, 0), tmp_path / "train.jsonl")
-    cfg = {"model": {"backbone": str(backbone), "dtype": "float32"},
-           "data": {"train": str(tmp_path / "train.jsonl")},
-           "training": {"output_dir": str(tmp_path / "out"), "max_steps": 2, "per_device_train_batch_size": 4,
-                        "save_strategy": "no", "disable_tqdm": True, "report_to": "none"}}
+    cfg = {"model": {"backbone": str(backbone)}, "data": {"train": str(tmp_path / "train.jsonl")},
+           "output_dir": str(tmp_path / "out"), "steps": 2, "batch_size": 4}
     for key, value in overrides.items():
         section, _, field = key.partition("__")
         if field:
@@ -61,8 +59,9 @@ def test_prm_train_config_mistakes(tmp_path, fake_backbone):
     one_line(["prm", "train", cfg], "prm.yaml", "data.formt", "Extra inputs are not permitted")
     cfg = write_config(tmp_path, fake_backbone, loss="bce_typo")
     one_line(["prm", "train", cfg], "prm.yaml", "loss")
-    cfg = write_config(tmp_path, fake_backbone, training__learning_rat=0.1)
-    one_line(["prm", "train", cfg], "'learning_rat' (did you mean 'learning_rate'?)")
+    cfg = write_config(tmp_path, fake_backbone, training_args__learning_rat=0.1)
+    one_line(["prm", "train", cfg], "training_args.learning_rat: not a transformers.TrainingArguments field (did "
+             "you mean 'learning_rate'?)")
 
 
 def test_prm_train_missing_paths_are_reported_at_once(tmp_path, fake_backbone, monkeypatch):
@@ -115,7 +114,7 @@ def test_rows_left_without_labels_by_truncation(tmp_path, tiny_model_dir):
     one_line(["prm", "train", cfg(None)], "train.jsonl:9 (id 'long')", "no labelled step is left",
              "unlabelled_rows: keep")
     for policy, key in (("skip", "skipped"), ("keep", "kept_unlabelled")):
-        res = runner.invoke(app, ["prm", "train", cfg(policy)])
+        res = runner.invoke(app, ["prm", "train", cfg(policy), "--overwrite"])  # the same output_dir again
         assert res.exit_code == 0, res.output
         assert summary(res.output)[key] == 1
 

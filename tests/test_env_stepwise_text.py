@@ -114,11 +114,10 @@ def sevens_prm(tiny_model_dir, problems_file, tmp_path_factory) -> str:
              "labels": ["7" in STEPS[i % 5], "7" in STEPS[(i + 2) % 5]]} for i in range(30)]
     (root / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     train_prm(PRMTrainConfig.model_validate({
-        "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+        "model": {"backbone": str(tiny_model_dir), "head": "scalar"},
         "data": {"train": str(root / "steps.jsonl"), "format": "stepwise"},
-        "training": {"output_dir": str(root / "prm"), "max_steps": 60, "learning_rate": 3e-3,
-                     "per_device_train_batch_size": 8, "save_strategy": "no", "use_cpu": True,
-                     "disable_tqdm": True, "report_to": "none"},
+        "output_dir": str(root / "prm"), "steps": 60, "learning_rate": 3e-3, "batch_size": 8, "device": "cpu",
+        "progress": False,
     }))
     return str(root / "prm")
 

@@ -37,14 +37,14 @@ SIZES: dict[str, Any] = {
     "n_actions": 2, "batch_size": 2, "minibatch_size": 4, "ppo_epochs": 1, "actor_epochs": 2,
     "critic_updates": 2, "critic_batch_size": 4,
     "max_states": 4, "n": 2, "epochs": 1,
-    "steps": 2, "training.max_steps": 2, "training.per_device_train_batch_size": 2,
+    "steps": 2,
     "start.per_source": 1, "start.completions": 2, "start.candidates.random": 1,
 }
 #: the episodes' length, `env_kwargs.max_steps`, of every recipe that names an env (set where the recipe leaves
 #: it at the env's default too: dpo.yaml's household episodes would run 30 steps, archer.yaml's 20 questions)
 MAX_STEPS = 3
 #: the fields naming folders a recipe writes: they move under the test's tmp_path
-OUTPUTS = ("output_dir", "out", "training.output_dir")
+OUTPUTS = ("output_dir", "out")
 #: the folders the recipes read (written by earlier stages) → which of the module's stand-ins replaces each
 READS: dict[str, str] = {
     "runs/sft": "policy", "runs/sft-exp/sft": "policy", "runs/sft-20q": "policy", "runs/tiny": "policy",
@@ -172,12 +172,12 @@ def run_trainer(method: str) -> Callable[[dict[str, Any]], None]:
 def run_prm_train(data: dict[str, Any]) -> None:
     """`proctor prm train CONFIG`."""
     from proctor.prm.config import PRMTrainConfig
-    from proctor.prm.trainer import build_trainer, train_prm
+    from proctor.prm.trainer import train_prm
 
     cfg = PRMTrainConfig.model_validate(data)
-    _, result, _ = train_prm(cfg, built=build_trainer(cfg))
-    assert result.global_step == cfg.training["max_steps"]
-    assert_model_folder(Path(cfg.training["output_dir"]), "prm_config.json")
+    result = train_prm(cfg)
+    assert result.steps == len(result.losses) == cfg.steps
+    assert_model_folder(cfg.output_dir, "prm_config.json")
 
 
 def run_prm_train_likelihood(data: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ def toy_config(out) -> dict:
         "policy_agent": {"kind": "choice", "temperature": 1.0, "prompt": PROMPT},
         "iterations": 1,
         "rollout": {"split": "train", "tasks": 3, "samples": 2},
-        "prm": {"training": {"max_steps": 3, "per_device_train_batch_size": 4}},
+        "prm": {"steps": 3, "batch_size": 4},
         # this barely trained policy puts nearly all mass on one action: sample it hot to get distinct actions
         "improve": {"tasks": 2, "n_actions": 4, "batch_size": 4,
                     "agent": {"kind": "choice", "temperature": 4.0, "prompt": PROMPT}},
@@ -114,7 +114,8 @@ def test_config_errors_name_the_field(tmp_path):
     cases = [({"los": "bce"}, "prm.los: not a field of the PRM head here"),
              ({"model": {"head": "scaler"}}, "prm.model.head: Input should be"),
              ({"loss": "bradley_terry"}, "prm: loss 'bradley_terry' reads preference pairs"),
-             ({"training": {"max_step": 10}}, "prm.training.max_step: not an argument of transformers.TrainingArguments")]
+             ({"max_step": 10}, "prm.max_step: not a field of the PRM head here"),
+             ({"training_args": {"max_step": 10}}, "prm.training_args: training_args.max_step: not a transformers.")]
     for section, message in cases:
         with pytest.raises(ValueError, match=re.escape(message)):
             PipelineConfig.model_validate({**toy_config(tmp_path), "prm": section})

@@ -71,9 +71,9 @@ def test_prm_and_improve_are_tagged_unions_with_defaults(tmp_path):
                                                "(the starting model) nor a model folder or hub name")),
     ("prm", {"data": {"train": "x"}}, ("prm.data.train: not a field of the PRM head's data here (the loop sets train, "
                                       "trajectories)")),
-    ("prm", {"training": {"max_step": 3}}, ("prm.training.max_step: not an argument of transformers.TrainingArguments "
-                                           "(did you mean 'max_steps'?)")),
-    ("prm", {"training": {"output_dir": "x"}}, "prm.training.output_dir: set by the loop"),
+    ("prm", {"stesp": 3}, ("prm.stesp: not a field of the PRM head here (the loop sets data.train, data.trajectories, "
+                          "output_dir) (did you mean 'steps'?)")),
+    ("prm", {"training": {"output_dir": "x"}}, "prm.output_dir: not a field of the PRM head here (the loop sets"),
     ("prm", {"loss": "bradley_terry"}, "prm: loss 'bradley_terry' reads preference pairs"),  # the trainer's own check
     ("prm", {"kind": "likelihood", "policy": "x"}, "prm.policy: not a field of the likelihood PRM here"),
     ("prm", {"kind": "likelihood", "anchor": "$demo"}, "prm.anchor: '$demo' is neither `$demos`"),
@@ -101,7 +101,7 @@ def test_the_loop_builds_typed_stage_configs_from_the_sections(tmp_path):
     prm = cfg.prm.stage_config(cfg, {"$policy": "p", "$targets": "t", "$out": "o"})
     assert isinstance(prm, PRMTrainConfig) and prm.model.backbone == "p" and prm.loss == "bce"
     assert (prm.data.format, prm.data.target, prm.data.train) == ("trajectories", "mc-q", "t")
-    assert prm.training["save_strategy"] == "no" and prm.training["max_steps"] == 3 and prm.training["output_dir"] == "o"
+    assert prm.steps == 3 and prm.batch_size == 4 and str(prm.output_dir) == "o" and prm.training_args == {}
     dpo = cfg.improve.stage_config(cfg, {"$policy": "p", "$prm": "q", "$out": "o"})
     assert isinstance(dpo, OnlineDPOConfig) and dpo.env == "household" and dpo.agent.temperature == 4.0
     assert dpo.agent.model == "p"  # the loop's policy, in the agent the section gives

@@ -1,9 +1,9 @@
 """Distributed PRM training: `proctor prm train` under torchrun with 2 CPU processes (gloo), with no
-distributed setting in the config (no `use_cpu`), shares the data between the ranks: one epoch over 64
-examples at 4 per process takes 64 / (2·4) = 8 steps (two separate full jobs would take 16 each), and the
-loss curve is 1 process's at 8 per batch on the same global batches (every example has 2 labelled steps, so
-the mean of the ranks' loss means is the global batch's mean). `proctor prm train-likelihood` likewise: 2
-processes at the global batch of 1 follow its curve (the engine normalises by the global batch's weight)."""
+distributed setting in the config (no `device`), shares the data between the ranks: one epoch over 64
+examples at the global batch of 8 (4 per process) takes 64 / 8 = 8 steps (two separate full jobs would take 16
+each), and the loss curve is 1 process's on the same global batches (the engine normalises by the global
+batch's labelled steps). `proctor prm train-likelihood` likewise: 2 processes at the global batch of 1 follow
+its curve."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import yaml
 from proctor.prm.config import PRMTrainConfig
 from proctor.prm.data import write_stepwise
 from proctor.prm.likelihood import LIKELIHOOD_FILE, LikelihoodPRMConfig, train_likelihood_prm
-from proctor.prm.trainer import train_prm
+from proctor.prm.trainer import TRAIN_FILE, train_prm
 from test_prm_likelihood import PROMPT, _labelled_store
 from test_prm_train import toy
 from torchrun_cli import torchrun_cli
 
-EXAMPLES, PER_RANK, RANKS, EPOCHS = 64, 4, 2, 2
-STEPS = EPOCHS * EXAMPLES // (PER_RANK * RANKS)  # 16 when the ranks share the data
+EXAMPLES, BATCH, RANKS, EPOCHS = 64, 8, 2, 2
+STEPS = EPOCHS * EXAMPLES // BATCH  # 16 when the ranks share the data
 
 
 def two_step_examples(n: int):
@@ -29,21 +29,16 @@ def two_step_examples(n: int):
     return [ex for ex in toy(8 * n, 0) if ex.num_steps == 2][:n]
 
 
-def config(tmp_path, tiny_model_dir, name: str, batch: int) -> dict:
+def config(tmp_path, tiny_model_dir, name: str) -> dict:
     return {
-        "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+        "model": {"backbone": str(tiny_model_dir), "head": "scalar"},
         "data": {"train": str(tmp_path / "train.jsonl")},
         "packing": True,
-        "training": {
-            "output_dir": str(tmp_path / name),
-            "num_train_epochs": EPOCHS,
-            "learning_rate": 3e-3,
-            "per_device_train_batch_size": batch,
-            "logging_steps": 1,
-            "save_strategy": "steps",
-            "save_steps": STEPS,
-            "disable_tqdm": True,
-        },
+        "output_dir": str(tmp_path / name),
+        "epochs": EPOCHS,
+        "learning_rate": 3e-3,
+        "batch_size": BATCH,
+        "progress": False,
     }
 
 
@@ -52,17 +47,15 @@ def test_two_processes_share_the_data_and_follow_the_single_process_curve(tmp_pa
     examples = two_step_examples(EXAMPLES)
     assert len(examples) == EXAMPLES
     write_stepwise(examples, tmp_path / "train.jsonl")
-    (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(config(tmp_path, tiny_model_dir, "ddp", PER_RANK)))
+    (tmp_path / "ddp.yaml").write_text(yaml.safe_dump(config(tmp_path, tiny_model_dir, "ddp")))
     res = torchrun_cli(tmp_path, ["prm", "train", str(tmp_path / "ddp.yaml")], RANKS)
     finals = [json.loads(line) for line in res.stdout.splitlines() if line.startswith('{"output_dir"')]
     assert [f["steps"] for f in finals] == [STEPS]  # rank 0 alone prints; a full job per rank would take 2 * STEPS
-    state = json.loads((tmp_path / "ddp" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
-    assert state["global_step"] == STEPS and state["train_batch_size"] == PER_RANK
-    ddp = [h["loss"] for h in state["log_history"] if "loss" in h]
+    written = json.loads((tmp_path / "ddp" / TRAIN_FILE).read_text())
+    assert written["processes"] == RANKS and written["steps"] == STEPS
+    ddp = [r["loss"] for r in written["curve"]]
 
-    single_cfg = PRMTrainConfig.model_validate(config(tmp_path, tiny_model_dir, "single", PER_RANK * RANKS))
-    _, _, trainer = train_prm(single_cfg)
-    single = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    single = train_prm(PRMTrainConfig.model_validate(config(tmp_path, tiny_model_dir, "single"))).losses
     assert len(ddp) == len(single) == STEPS
     assert ddp == pytest.approx(single, abs=2e-3)  # the same global batches, the same updates
     for curve in (ddp, single):

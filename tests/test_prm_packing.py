@@ -63,23 +63,18 @@ def test_packed_training_matches_padded(tmp_path, tiny_model_dir):
     def curve(packing: bool) -> list[float]:
         cfg = PRMTrainConfig.model_validate(
             {
-                "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+                "model": {"backbone": str(tiny_model_dir), "head": "scalar"},
                 "data": {"train": str(tmp_path / "train.jsonl")},
                 "packing": packing,
-                "training": {
-                    "output_dir": str(tmp_path / f"out{packing}"),
-                    "max_steps": 6,
-                    "learning_rate": 3e-3,
-                    "per_device_train_batch_size": 8,
-                    "logging_steps": 1,
-                    "save_strategy": "no",
-                    "use_cpu": True,
-                    "disable_tqdm": True,
-                },
+                "output_dir": str(tmp_path / f"out{packing}"),
+                "steps": 6,
+                "learning_rate": 3e-3,
+                "batch_size": 8,
+                "device": "cpu",
+                "progress": False,
             }
         )
-        _, _, trainer = train_prm(cfg)
-        return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        return train_prm(cfg).losses
 
     padded, packed = curve(False), curve(True)
     assert len(padded) == 6

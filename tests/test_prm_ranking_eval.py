@@ -40,11 +40,10 @@ def stores(tmp_path_factory):
 
 def train(root, tiny_model_dir, name: str, score_at: str):
     cfg = PRMTrainConfig.model_validate({
-        "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+        "model": {"backbone": str(tiny_model_dir), "head": "scalar"},
         "data": {"train": str(root / "labelled"), "format": "trajectories", "target": "mc-q",
                  "score_at": score_at},
-        "training": {"output_dir": str(root / name), "max_steps": 2, "per_device_train_batch_size": 4,
-                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
+        "output_dir": str(root / name), "steps": 2, "batch_size": 4, "device": "cpu", "progress": False,
     })
     train_prm(cfg)
     return root / name
@@ -115,11 +114,10 @@ def test_bradley_terry_prm_from_candidate_pairs_gets_the_full_report(stores, tin
                                         split="keep", params={"margin": 0.2}))
     assert summary["records"] > 0
     cfg = PRMTrainConfig.model_validate({
-        "model": {"backbone": str(tiny_model_dir), "head": "scalar", "dtype": "float32"},
+        "model": {"backbone": str(tiny_model_dir), "head": "scalar"},
         "loss": "bradley_terry", "packing": True,
         "data": {"train": str(stores / "pairs"), "format": "targets", "trajectories": [str(stores / "cands")]},
-        "training": {"output_dir": str(stores / "bt"), "max_steps": 2, "per_device_train_batch_size": 4,
-                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
+        "output_dir": str(stores / "bt"), "steps": 2, "batch_size": 4, "device": "cpu", "progress": False,
     })
     train_prm(cfg)
     code, out = evaluate("--model", str(stores / "bt"), "--trajectories", str(stores / "labelled"), "--target",

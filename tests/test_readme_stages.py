@@ -99,8 +99,8 @@ class Small:
 
 def small_prm_yaml(text: str) -> str:
     cfg = yaml.safe_load(text)
-    assert cfg["training"]["max_steps"] > 3
-    cfg["training"].update(max_steps=3, per_device_train_batch_size=2)
+    assert cfg["steps"] > 3
+    cfg.update(steps=3, batch_size=2)
     return yaml.safe_dump(cfg)
 
 

@@ -107,15 +107,14 @@ def _steps_data(n: int) -> list[StepwiseExample]:
 def test_prm_on_the_real_backbone_trains_lora_saves_and_reloads(smol_dir, tmp_path):
     write_stepwise(_steps_data(4), tmp_path / "train.jsonl")
     cfg = PRMTrainConfig.model_validate({
-        "model": {"backbone": str(smol_dir), "head": "scalar", "dtype": "float32",
+        "model": {"backbone": str(smol_dir), "head": "scalar",
                   "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}},
         "data": {"train": str(tmp_path / "train.jsonl")},
-        "training": {"output_dir": str(tmp_path / "prm"), "max_steps": 3, "learning_rate": 1e-3,
-                     "per_device_train_batch_size": 2, "logging_steps": 1, "save_strategy": "no",
-                     "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
+        "output_dir": str(tmp_path / "prm"), "steps": 3, "learning_rate": 1e-3, "batch_size": 2, "device": "cpu",
+        "progress": False,
     })
-    prm, _, trainer = train_prm(cfg)
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    result = train_prm(cfg)
+    prm, losses = result.prm, result.losses
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     vocab = len(prm.tokenizer)
     assert vocab == 49152 + 1 and prm.hf_model.get_input_embeddings().num_embeddings == vocab  # + step marker

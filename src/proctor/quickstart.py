@@ -32,8 +32,7 @@ def _policy(temperature: float, kind: str = "choice", prompt: dict[str, Any] | N
 
 #: the scalar-head PRM (packed rows: 1.27× faster than padded, the same losses) and online DPO on fresh train
 #: tasks for pairs with a PRM score gap > 0.05: the loop's defaults where no recipe is measured to do better
-_HEAD_PRM: dict[str, Any] = {"packing": True,
-                             "training": {"per_device_train_batch_size": 8, "learning_rate": 5e-4}}
+_HEAD_PRM: dict[str, Any] = {"packing": True, "batch_size": 8, "learning_rate": 5e-4}
 _HEAD_DPO: dict[str, Any] = {"split": "train", "tasks": 12, "n_actions": 4, "beta": 0.1, "learning_rate": 2e-4,
                              "batch_size": 8, "epochs": 2, "margin": 0.05}
 
@@ -92,7 +91,7 @@ def _generating(env: str, expert: str, max_steps: int, history: int | None) -> d
     the sizes run the loop end to end; how much the policy and the PRM learn at them is not measured."""
     prompt = {"history": history, "memory": history is not None, "show_admissible": False, "system": ""}
     policy = {**_policy(1.0, "hf", prompt), "max_new_tokens": 24}
-    prm = {**_HEAD_PRM, "training": {**_HEAD_PRM["training"], "max_steps": 100}}
+    prm = {**_HEAD_PRM, "steps": 100}
     return _preset(env, {"max_steps": max_steps}, expert, policy, demos=1000, sft_steps=800, rollout_tasks=24,
                    prm=prm, improve=_HEAD_DPO, eval_tasks=50, beam_tasks=20, n=4)
 

@@ -22,30 +22,38 @@ DtypeOption = Annotated[str, typer.Option("--dtype", help=f"the PRM's inference 
 
 @prm_app.command("train")
 def train(
-    config: Annotated[Path, typer.Argument(help="PRM training YAML")],
-    resume: str | None = typer.Option(None, help="checkpoint folder, or 'last' for the latest"),
+    config: Annotated[Path, typer.Argument(help="PRM training YAML (`proctor.prm.config.PRMTrainConfig`)")],
+    resume: str | None = typer.Option(None, help="continue from a checkpoint folder of output_dir, or 'last' for "
+                                      "the latest (checkpoints: training_args: {save_strategy: steps, save_steps: N})"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="train into a non-empty output_dir, writing over "
+                                   "what is there"),
 ) -> None:
-    """Train a PRM with the HF Trainer as CONFIG describes; the model is saved to training.output_dir.
+    """Train a PRM head on the training engine as CONFIG describes; the PRM is saved to output_dir, with
+    prm_train.json (the loss curve). Prints one JSON line: the folder, steps, examples, first and last loss.
 
-    The config, the backbone reference and every data row are checked before the model loads; a mistake is
-    one error line naming the file, row or field (`proctor --debug prm train ...` for the traceback)."""
+    The config, the output folder (new or empty unless --overwrite or --resume), the backbone reference and every
+    data row are checked before the model loads; a mistake is one error line naming the file, row or field
+    (`proctor --debug prm train ...` for the traceback)."""
     from transformers.utils import logging as hf_logging
 
     from proctor.cli.errors import user_errors
     from proctor.prm.config import load_config
-    from proctor.prm.trainer import build_trainer, train_prm
+    from proctor.prm.trainer import prepare, train_prepared
+    from proctor.training.distributed import is_main_process
 
-    hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar; the Trainer's own is kept
+    hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar; training has its progress line
     with user_errors("prm train"):
         cfg = load_config(config)
-        built = build_trainer(cfg)
-    _, result, trainer = train_prm(cfg, resume_from_checkpoint=True if resume == "last" else resume, built=built)
-    if not trainer.is_world_process_zero():
+        prepared = prepare(cfg, overwrite=overwrite, resume=True if resume == "last" else resume)
+    result = train_prepared(prepared)
+    if not is_main_process():
         return  # under torchrun one summary: the ranks' lines would interleave on a shared stdout
-    out = {"output_dir": cfg.training["output_dir"], "train_loss": result.training_loss,
-           "steps": result.global_step, **trainer.data_report}
-    if trainer.data_report:
-        typer.echo(f"data.unlabelled_rows={cfg.data.unlabelled_rows}: {trainer.data_report} (examples whose "
+    losses = result.losses
+    out = {"output_dir": str(result.output_dir), "steps": result.steps, "examples": result.examples,
+           "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+           **({"eval_loss": result.eval_loss} if result.eval_loss is not None else {}), **result.data_report}
+    if result.data_report:
+        typer.echo(f"data.unlabelled_rows={cfg.data.unlabelled_rows}: {result.data_report} (examples whose "
                    "labelled steps truncation cut away)", err=True)
     typer.echo(json.dumps(out))
 

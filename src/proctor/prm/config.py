@@ -2,23 +2,32 @@
 
 Example:
 
-    model: {backbone: runs/tiny, head: scalar, dtype: auto, lora: {r: 8}}
+    model: {backbone: runs/tiny, head: scalar, lora: {r: 8}}
     tokenization: {mode: marked, max_length: 2048}
     loss: bce
     data: {train: data/steps.jsonl, format: stepwise, eval: data/eval.jsonl}
     packing: true
-    training: {output_dir: runs/prm, num_train_epochs: 1, learning_rate: 1.0e-5, report_to: none}
+    output_dir: runs/prm
+    steps: 500
+    batch_size: 8
+    learning_rate: 3.0e-4
 
 `loss` names an objective of `proctor.prm.objectives` (its head and its data kind). Data formats:
 `stepwise`, `math_shepherd`, `prm800k`, `processbench` (files of examples), `pairs` (preference pairs,
 `records.PairExample` JSON/JSONL), `trajectories` (a TrajectoryStore whose steps hold `data.target`) and
 `targets` (the `targets.parquet` of `proctor targets`, read with the trajectories in `data.trajectories`).
 `packing` puts several examples in one row (`tokenize.pack`, attention kept within each example).
-`training` is passed to `transformers.TrainingArguments` as is (checkpointing, resume, logging, report_to).
+The optimisation fields are every trainer's (`proctor.training.config.OptimizationConfig`: precision, device,
+gradient accumulation and checkpointing, `training_args` for any other `TrainingArguments` field).
+
+A config written for the earlier trainer (a `training:` section of `TrainingArguments`, `model.dtype`,
+`model.gradient_checkpointing`) still loads: each old field is read as its new one, with a one-line note naming
+it (`upgrade_old_fields`).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from proctor.prm.heads import HeadKind
 from proctor.prm.objectives import OBJECTIVES
 from proctor.prm.tokenize import TokenizeConfig
+from proctor.training.config import RENAMED_FIELDS, OptimizationConfig
+
+log = logging.getLogger(__name__)
 
 LossName = Literal["bce", "mse", "progress_sum", "ce", "soft_ce", "bradley_terry", "td_bce"]
 #: which head each loss trains (docs/methods.md §7.2)
@@ -42,12 +54,6 @@ class ModelSection(_Strict):
     head: HeadKind = Field(default="scalar", description="scalar (one logit per step, σ for a score), "
                            "classification (two classes, TRL's format) or reward_tokens (the LM's logits at two "
                            "tokens)")
-    dtype: str = Field(default="auto", description="dtype of the trained weights: auto = float32 (the precision "
-                       "policy: fp32 weights and optimizer state; bf16 autocast on CUDA comes from `training`'s "
-                       "bf16, on by default there), or a torch dtype name (bfloat16: pure bf16 weights, whose "
-                       "small AdamW updates are lost)")
-    gradient_checkpointing: bool = Field(default=False, description="recompute activations in the backward pass "
-                                         "(also `training: {gradient_checkpointing: true}`)")
     lora: dict[str, Any] | None = Field(default=None, description="peft.LoraConfig keyword arguments")
     reward_tokens: tuple[str, str] = Field(default=("-", "+"), description="reward_tokens head: the (wrong, "
                                            "correct) tokens whose logits give the score")
@@ -58,7 +64,8 @@ class ModelSection(_Strict):
 class DataSection(_Strict):
     train: str = Field(description="the training data: a file of examples (stepwise, math_shepherd, prm800k, "
                        "processbench, pairs), a trajectory store (trajectories) or a targets.parquet (targets)")
-    eval: str | None = None
+    eval: str | None = Field(default=None, description="held-out data in the training data's format, whose loss "
+                             "is computed after training (`eval_loss`)")
     format: Literal[
         "stepwise", "math_shepherd", "prm800k", "processbench", "trajectories", "pairs", "targets"
     ] = Field(default="stepwise", description="what `train` holds: stepwise text in one of four file formats, "
@@ -81,7 +88,10 @@ class DataSection(_Strict):
     )
 
 
-class PRMTrainConfig(_Strict):
+class PRMTrainConfig(OptimizationConfig):
+    """A PRM head's training (see module docstring); the defaults of `steps`/`epochs`, `batch_size`,
+    `learning_rate` and the schedule are the earlier trainer's (transformers' `TrainingArguments` defaults)."""
+
     model: ModelSection = Field(description="the backbone and its head")
     tokenization: TokenizeConfig = Field(default_factory=TokenizeConfig, description="how examples become "
                                          "tokens, and where each step's label sits")
@@ -93,8 +103,21 @@ class PRMTrainConfig(_Strict):
     packing: bool = Field(default=False, description="put several examples in one row (attention kept within "
                           "each example) instead of padding each")
     pack_width: int | None = Field(default=None, gt=0, description="packed row length (default: longest)")
-    training: dict[str, Any] = Field(default_factory=dict)
-    seed: int = 0
+    output_dir: Path = Field(description="where the PRM folder is written: a new or empty folder (`proctor prm "
+                             "train --overwrite` writes over one, `--resume` continues its checkpoints)")
+    steps: int | None = Field(default=None, ge=1, description="optimizer steps (None: `epochs` passes over the "
+                              "training examples)")
+    epochs: int = Field(default=3, ge=1, description="passes over the training examples when `steps` is None")
+    batch_size: int = Field(default=8, ge=1, description="examples (or preference pairs) per optimizer step: the "
+                            "global batch, split between the processes and the gradient accumulation steps")
+    learning_rate: float = Field(default=5e-5, gt=0, description="peak learning rate of AdamW")
+    lr_scheduler_type: str = Field(default="linear", description="a transformers scheduler name: linear (decay to "
+                                   "0 after the warm-up), cosine, constant_with_warmup, ...")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_fields(cls, data: Any) -> Any:
+        return upgrade_old_fields(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _consistent(self) -> PRMTrainConfig:
@@ -118,9 +141,89 @@ class PRMTrainConfig(_Strict):
             raise ValueError(
                 "data.score_at 'state' renders trajectories: data.format 'trajectories'/'targets'"
             )
-        if "output_dir" not in self.training:
-            raise ValueError("training.output_dir is required")
         return self
+
+
+#: the earlier `training:` keys (TrainingArguments) that are fields of the config now, and their names
+TRAINING_FIELDS = {
+    "output_dir": "output_dir", "max_steps": "steps", "num_train_epochs": "epochs",
+    "per_device_train_batch_size": "batch_size", "activation_checkpointing": "gradient_checkpointing",
+    **{name: name for name in ("learning_rate", "weight_decay", "warmup_ratio", "lr_scheduler_type", "max_grad_norm",
+                               "gradient_accumulation_steps", "gradient_checkpointing", "seed", "report_to",
+                               "logging_steps")},
+}
+#: earlier `training:` keys the engine sets itself now
+ENGINE_SET = ("disable_tqdm", "remove_unused_columns", "gradient_checkpointing_kwargs",
+              "activation_checkpointing_kwargs")
+
+
+def upgrade_old_fields(data: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """A config of the earlier PRM trainer in today's fields, one note (a logged warning) per moved field naming
+    its new one; `where` prefixes the names (`prm.` in a pipeline config). `training:` was passed to
+    `TrainingArguments`: its keys become the config's fields (`TRAINING_FIELDS`; `per_device_train_batch_size`
+    times the processes and accumulation steps is the global `batch_size`, `warmup_steps` of `max_steps` the
+    `warmup_ratio`, `bf16` / `fp16` / `use_cpu` the `precision` / `device`), or `training_args`;
+    `model.dtype` bfloat16 is `precision: bf16-pure` (float32 and auto are today's float32 weights);
+    `model.gradient_checkpointing` is `gradient_checkpointing`. A field given in both spellings is an error."""
+    from proctor.training.distributed import is_main_process, world_size
+
+    out, notes = dict(data), []
+
+    def move(old: str, new: str, value: Any, shown: Any = None) -> None:
+        if new in data:
+            raise ValueError(f"{where}{old} and {where}{new} both given; keep {where}{new}")
+        out[new] = value
+        notes.append(f"{where}{old}: now `{where}{new}` (read as {new}: {value if shown is None else shown})")
+
+    model = data.get("model")
+    if isinstance(model, dict) and ("dtype" in model or "gradient_checkpointing" in model):
+        model = out["model"] = dict(model)
+        if "gradient_checkpointing" in model:
+            move("model.gradient_checkpointing", "gradient_checkpointing", model.pop("gradient_checkpointing"))
+        if "dtype" in model:
+            dtype = str(model.pop("dtype"))
+            if dtype in ("bfloat16", "bf16"):
+                move("model.dtype", "precision", "bf16-pure")
+            elif dtype in ("auto", "float32", "fp32"):
+                notes.append(f"{where}model.dtype: dropped (trained weights are float32; `{where}precision` sets "
+                             "the autocast)")
+            else:
+                raise ValueError(f"{where}model.{RENAMED_FIELDS['dtype']}")
+    training = data.get("training")
+    if isinstance(training, dict):
+        del out["training"]
+        training = dict(training)
+        steps = training.get("max_steps")
+        if "warmup_steps" in training:
+            warmup = training.pop("warmup_steps")
+            if not isinstance(steps, int) or steps <= 0:
+                raise ValueError(f"{where}training.{RENAMED_FIELDS['warmup_steps']}")
+            move("training.warmup_steps", "warmup_ratio", warmup / steps)
+        if "per_device_train_batch_size" in training:
+            per_device = training.pop("per_device_train_batch_size")
+            accumulation, processes = training.get("gradient_accumulation_steps", 1), world_size()
+            move("training.per_device_train_batch_size", "batch_size", per_device * accumulation * processes,
+                 f"{per_device * accumulation * processes}, the global batch: {per_device} × {accumulation} "
+                 f"accumulation steps × {processes} processes")
+        flags = {key: training.pop(key) for key in ("bf16", "fp16") if key in training}
+        if flags:
+            precision = "bf16" if flags.get("bf16") else "fp16" if flags.get("fp16") else "fp32"
+            move(f"training.{'/'.join(flags)}", "precision", precision)
+        if training.pop("use_cpu", False):
+            move("training.use_cpu", "device", "cpu")
+        for key in [k for k in ENGINE_SET if k in training]:
+            training.pop(key)
+            notes.append(f"{where}training.{key}: dropped (the training engine sets it)")
+        for key, value in training.items():
+            if key in TRAINING_FIELDS:
+                move(f"training.{key}", TRAINING_FIELDS[key], value)
+            else:
+                out.setdefault("training_args", {})[key] = value
+                notes.append(f"{where}training.{key}: now `{where}training_args.{key}`")
+    if notes and is_main_process():
+        for note in notes:
+            log.warning(note)
+    return out
 
 
 def load_config(path: str | Path) -> PRMTrainConfig:

@@ -141,7 +141,7 @@ class ProcessRewardModel(CheckpointingWrapper, nn.Module):
         if model.config.pad_token_id is None:
             model.config.pad_token_id = tokenizer.pad_token_id
         if gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         if lora is not None:
             model = _with_lora(model, head, lora, gradient_checkpointing)
         spec = PRMSpec(

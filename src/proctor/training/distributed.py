@@ -71,10 +71,10 @@ def finish(wait: bool = True) -> None:
     torch.distributed.destroy_process_group()
 
 
-def fresh_output_dir(folder: Path) -> None:
+def fresh_output_dir(folder: Path, alternatives: str = "") -> None:
     """Refuse a non-empty `folder` (trainers do not resume), then create it; every process checks before the
-    main one writes to it."""
+    main one writes to it. `alternatives`: what else the refusal offers (a trainer's way to write into it)."""
     if folder.exists() and any(folder.iterdir()):
-        raise FileExistsError(f"{folder}: output_dir is not empty; choose a new folder")
+        raise FileExistsError(f"{folder}: output_dir is not empty; choose a new folder{alternatives}")
     barrier()
     folder.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ same curve (up to float rounding).
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -27,6 +28,7 @@ from typing import Any, Protocol
 
 import torch
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
 
 from proctor.progress import StageProgress
 from proctor.training.config import OptimizationConfig
@@ -74,7 +76,9 @@ class RowsTrainer(Trainer):
     """`transformers.Trainer` whose items are micro-batches of rows and whose loss is a `RowLoss` (see module
     docstring). `optimizer_groups(model)` gives AdamW parameter groups with their own settings (e.g. a second
     learning rate); None: the Trainer's own groups. `clipped(model)`: the parameters whose gradient norm
-    `max_grad_norm` clips (e.g. an LM without a scalar head next to it); None: all of them."""
+    `max_grad_norm` clips (e.g. an LM without a scalar head next to it); None: all of them. A model with its own
+    checkpoint format (`save_checkpoint(folder, state_dict=None)`, `load_checkpoint(folder)`, e.g. a PRM with its
+    LoRA adapters unmerged) is checkpointed and resumed through it."""
 
     loss_is_scaled_for_ga = True
 
@@ -142,6 +146,24 @@ class RowsTrainer(Trainer):
             return super()._clip_grad_norm(model)
         params = list(self.clipped(self.accelerator.unwrap_model(model)))
         return self.accelerator.clip_grad_norm_(params, self.args.max_grad_norm)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """A checkpoint from the main process; `state_dict`: the full one the Trainer gathered under FSDP / ZeRO-3
+        (every process took part), None: the model's own."""
+        model = self.accelerator.unwrap_model(self.model)
+        if not hasattr(model, "save_checkpoint"):
+            return super()._save(output_dir, state_dict)
+        if self.args.should_save:
+            output_dir = output_dir or self.args.output_dir
+            model.save_checkpoint(output_dir, state_dict=state_dict)
+            torch.save(self.args, Path(output_dir) / TRAINING_ARGS_NAME)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        target = model if model is not None else self.model
+        target = self.accelerator.unwrap_model(target)
+        if not hasattr(target, "load_checkpoint"):
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        target.load_checkpoint(resume_from_checkpoint)
 
     def create_optimizer(self, model=None):
         if self.optimizer is None and self.optimizer_groups is not None:
@@ -235,12 +257,27 @@ def shuffled(rng: random.Random | torch.Generator) -> Callable[[int], list[int]]
     return permutation
 
 
+def _trained_steps(output_dir: str | Path, checkpoint: str | bool | None) -> int:
+    """The optimizer steps a run resumed from `checkpoint` (True: the last in `output_dir`) has already taken."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if checkpoint is True:
+        checkpoint = get_last_checkpoint(str(output_dir))
+    if not checkpoint:
+        return 0
+    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+    return int(state["global_step"])
+
+
 def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss, opt: OptimizationConfig,
         output_dir: str | Path, *, label: str = "train", optimizer_groups: Callable[[Any], list[dict]] | None = None,
-        clipped: Callable[[Any], Any] | None = None, epochs: Sequence[int] | None = None) -> FitResult:
+        clipped: Callable[[Any], Any] | None = None, epochs: Sequence[int] | None = None,
+        resume_from_checkpoint: str | bool | None = None) -> FitResult:
     """Train `model` in place on `batches` (one global batch of rows per optimizer step, in order) with `loss`
     and the optimisation config `opt`; Trainer checkpoints, if any, go to `output_dir`. `epochs`: each batch's
-    epoch (`shuffled_batches`), recorded in the curve."""
+    epoch (`shuffled_batches`), recorded in the curve. `resume_from_checkpoint`: a checkpoint folder (True: the
+    last one in `output_dir`) whose weights, optimizer, schedule and step the run continues from, skipping the
+    batches it trained on; the curve then holds the steps run from there."""
     if not batches:
         raise ValueError(f"{label}: no batch to train on")
     start = time.monotonic()
@@ -249,12 +286,12 @@ def fit(model: torch.nn.Module, batches: Sequence[Sequence[Any]], loss: RowLoss,
     curve: list[dict[str, float]] = []
     trainer = RowsTrainer(model=model, args=args, train_dataset=items, row_loss=loss,
                           optimizer_groups=optimizer_groups, clipped=clipped)
-    with StageProgress(label, total=len(batches), unit="steps",
-                       enabled=opt.progress and trainer.is_world_process_zero()) as bar:
+    with StageProgress(label, total=len(batches), completed=_trained_steps(output_dir, resume_from_checkpoint),
+                       unit="steps", enabled=opt.progress and trainer.is_world_process_zero()) as bar:
         trainer.remove_callback(PrinterCallback)  # stdout is the CLI's (JSON lines); the progress line reports
         trainer.add_callback(_StepRecorder(trainer, bar, curve))
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     model.eval()
     if epochs is not None:
-        curve = [{"epoch": e, **row} for e, row in zip(epochs, curve, strict=True)]
+        curve = [{"epoch": epochs[row["step"]], **row} for row in curve]
     return FitResult(curve=curve, seconds=time.monotonic() - start, trainer=trainer)
