@@ -258,3 +258,12 @@ def test_a_device_plan_must_fit_what_torch_sees(tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["run", str(tmp_path / "run.yaml"), "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "devices: the vLLM server on GPUs [0, 1, 2, 3], training on GPUs [4, 5, 6, 7]" in res.output
+
+
+def test_a_bad_env_argument_is_one_line_before_any_stage(tmp_path):
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({**toy_config(tmp_path / "run"),
+                                                       "env_kwargs": {"presett": "small"}}))
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "run.yaml")])
+    assert res.exit_code == 2 and "environment 'household' has no argument 'presett' (did you mean 'preset'?)" in \
+        res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

@@ -24,9 +24,11 @@ def user_errors(where: str | None = None) -> Iterator[None]:
     `where`) and exit 2; re-raise it unchanged under `--debug`."""
     from pydantic import ValidationError
 
+    from proctor.rollout.failures import EnvFailures
+
     try:
         yield
-    except (ValidationError, ValueError, OSError, KeyError, ImportError) as e:
+    except (ValidationError, ValueError, OSError, KeyError, ImportError, EnvFailures) as e:
         if debug_enabled():
             raise
         fail(e, where)

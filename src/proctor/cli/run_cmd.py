@@ -108,8 +108,15 @@ def run_cmd(
     directory."""
     from pydantic import ValidationError
 
+    from proctor.cli.errors import debug_enabled
+    from proctor.cli.rollout_cmd import stopped
     from proctor.pipeline import PipelineConfig, run_pipeline
     from proctor.pipeline.launch import RankFailure
+    from proctor.rollout.engine import AgentFailing
+    from proctor.rollout.failures import EnvFailures
+
+    #: what a stage raises for the user to act on: one line each (`proctor --debug run ...`: the traceback)
+    failures = (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing)
     from proctor.pipeline.table import result_tables
 
     data = load_yaml_config(config)
@@ -130,15 +137,23 @@ def run_cmd(
 
         try:
             record = run_stage(cfg, stage, result_file)
-        except (ValueError, FileNotFoundError, RankFailure) as e:
+        except failures as e:
+            if debug_enabled():
+                raise
             fail(e)
+        except KeyboardInterrupt as e:
+            stopped(e)
         if result_file is None:
             print_stage(stage, record)
         return
     try:
         summary = run_pipeline(cfg, report=print_stage, reuse=reuse)
-    except (ValueError, FileNotFoundError, RankFailure) as e:
+    except failures as e:
+        if debug_enabled():
+            raise
         fail(e)
+    except KeyboardInterrupt as e:
+        stopped(e)
     for table in result_tables(summary):
         console.print(table)
     from proctor.evaluation.report import build_report

@@ -627,6 +627,19 @@ class PipelineConfig(_Section):
                                            "`proctor prm serve` process (server; proctor.pipeline.prm_server)")
 
     @model_validator(mode="after")
+    def _env_builds(self) -> PipelineConfig:
+        """The env exists, its extra is installed and it takes `env_kwargs` (nothing is built: one line each)."""
+        from proctor.envs.registry import check_spec
+
+        try:
+            check_spec(self.env, self.env_kwargs)
+        except KeyError as e:
+            raise ValueError(f"env: {e.args[0] if e.args else e}") from None
+        except ImportError as e:
+            raise ValueError(f"env: {e}") from None
+        return self
+
+    @model_validator(mode="after")
     def _served_prm_is_a_head(self) -> PipelineConfig:
         if self.prm_serving.engine == "server" and isinstance(self.prm, LikelihoodPRMSection):
             raise ValueError("prm_serving.engine: server serves a PRM head (`proctor prm serve`); a likelihood PRM is "
