@@ -72,15 +72,15 @@ def test_gradient_raises_chosen_and_lowers_rejected():
     pc, pr = PC.clone().requires_grad_(), PR.clone().requires_grad_()
     for name in DPO_LOSSES.names():
         pc.grad = pr.grad = None
-        DPO_LOSSES.get(name)(pc, pr, RC, RR, beta=0.1, reward_margin=torch.tensor([1.0, 1.0])).sum().backward()
+        DPO_LOSSES[name](pc, pr, RC, RR, beta=0.1, reward_margin=torch.tensor([1.0, 1.0])).sum().backward()
         assert (pc.grad < 0).all() and (pr.grad > 0).all(), name
 
 
 def test_registry_and_bad_input():
     assert DPO_LOSSES.names() == ["ipo", "rebel", "sigmoid"]
-    assert DPO_LOSSES.get("sigmoid") is sigmoid_loss
+    assert DPO_LOSSES["sigmoid"] is sigmoid_loss
     with pytest.raises(KeyError, match="unknown DPO loss 'hinge'; known: ipo, rebel, sigmoid"):
-        DPO_LOSSES.get("hinge")
+        DPO_LOSSES["hinge"]
     with pytest.raises(ValueError, match="beta must be > 0"):
         sigmoid_loss(PC, PR, RC, RR, beta=0.0)
     with pytest.raises(ValueError, match="no label smoothing"):

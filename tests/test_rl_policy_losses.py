@@ -81,13 +81,13 @@ def test_value_loss_hand_computed():
 def test_kl_estimators_hand_computed():
     # log π = −1, log π_ref = −1.5: x = log π_ref − log π = −0.5
     lp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
-    assert float(KL_PENALTIES.get("k1")(lp, ref)) == pytest.approx(0.5)
-    assert float(KL_PENALTIES.get("k2")(lp, ref)) == pytest.approx(0.125)
-    assert float(KL_PENALTIES.get("k3")(lp, ref)) == pytest.approx(math.exp(-0.5) + 0.5 - 1)
-    assert float(KL_PENALTIES.get("abs")(lp, ref)) == pytest.approx(0.5)
+    assert float(KL_PENALTIES["k1"](lp, ref)) == pytest.approx(0.5)
+    assert float(KL_PENALTIES["k2"](lp, ref)) == pytest.approx(0.125)
+    assert float(KL_PENALTIES["k3"](lp, ref)) == pytest.approx(math.exp(-0.5) + 0.5 - 1)
+    assert float(KL_PENALTIES["abs"](lp, ref)) == pytest.approx(0.5)
     # k3 is unbiased: E_π[k3] = KL(π‖π_ref); two-outcome check with π = (0.8, 0.2), π_ref = (0.5, 0.5)
     p, q = torch.tensor([0.8, 0.2]), torch.tensor([0.5, 0.5])
-    k3 = KL_PENALTIES.get("k3")(p.log(), q.log())
+    k3 = KL_PENALTIES["k3"](p.log(), q.log())
     assert float((p * k3).sum()) == pytest.approx(float((p * (p / q).log()).sum()))
 
 

@@ -82,10 +82,10 @@ def test_chai_select_argmax_q_optionally_penalised():
 def test_trajectory_filters():
     r = torch.tensor([-20.0, -5.0, -12.0, -3.0, -5.0])
     # top 40%: ⌈0.4·5⌉ = 2nd highest = −5, ties kept → −5, −3, −5
-    assert TRAJECTORY_FILTERS.get("top-fraction")(r, 0.4).tolist() == [False, True, False, True, True]
+    assert TRAJECTORY_FILTERS["top-fraction"](r, 0.4).tolist() == [False, True, False, True, True]
     # 50th percentile of sorted [−20, −12, −5, −5, −3] = −5
-    assert TRAJECTORY_FILTERS.get("percentile")(r, 50).tolist() == [False, True, False, True, True]
+    assert TRAJECTORY_FILTERS["percentile"](r, 50).tolist() == [False, True, False, True, True]
     # 90th percentile of a pool [0, 10]: 9 → only returns ≥ 9
     pool = torch.tensor([0.0, 10.0])
-    assert TRAJECTORY_FILTERS.get("percentile")(torch.tensor([8.0, 9.0]), 90, pool).tolist() == [False, True]
-    assert TRAJECTORY_FILTERS.get("threshold")(r, -5.0).tolist() == [False, True, False, True, True]
+    assert TRAJECTORY_FILTERS["percentile"](torch.tensor([8.0, 9.0]), 90, pool).tolist() == [False, True]
+    assert TRAJECTORY_FILTERS["threshold"](r, -5.0).tolist() == [False, True, False, True, True]

@@ -4,7 +4,8 @@
                                                   {"agent": {"kind": "random"}, "weight": 0.3}]})
     make_agent("epsilon", epsilon=0.3)          # the oracle, a random admissible action at rate 0.3
 
-A new kind is one config class with a `build()` method, registered with `@register_agent("name")`.
+A new kind is one config class with a `build()` method, registered with `@register_agent("name")` in `KINDS`
+(a `proctor.registry.Registry`).
 Configs nest (a mixture's components are agent configs), so YAML files and `--agent-arg` can name any
 combination. `agent_kinds()` (and so the CLI's help) is derived from this registry.
 """
@@ -27,8 +28,7 @@ from pydantic import (
 from proctor.agents.base import Agent
 from proctor.envs.experts import all_expert_kinds
 from proctor.prompts.render import PromptConfig
-
-_KINDS: dict[str, type[AgentSpec]] = {}
+from proctor.registry import Registry
 
 #: where a local model runs (`proctor.models.loading.resolve_device`)
 Device = Annotated[str, Field(description="auto (CUDA when torch sees one, else cpu), cpu, cuda:1, ...")]
@@ -49,27 +49,28 @@ class AgentSpec(BaseModel):
         raise NotImplementedError
 
 
+#: the agent kinds by name: their config classes
+KINDS = Registry[type[AgentSpec]]("agent kind")
+
+
 def register_agent(kind: str, description: str = "") -> Callable[[type[AgentSpec]], type[AgentSpec]]:
     """Class decorator: register an `AgentSpec` subclass as agent `kind`."""
 
     def deco(cls: type[AgentSpec]) -> type[AgentSpec]:
-        if kind in _KINDS:
-            raise ValueError(f"agent kind {kind!r} is already registered")
         cls.description = description or next(iter((cls.__doc__ or "").strip().splitlines()), kind)
-        _KINDS[kind] = cls
-        return cls
+        return KINDS.add(kind, cls)
 
     return deco
 
 
 def agent_kinds() -> dict[str, str]:
     """The registered kinds with their one-line descriptions."""
-    return {k: _KINDS[k].description for k in sorted(_KINDS)}
+    return {k: cls.description for k, cls in KINDS.sorted().items()}
 
 
 def agent_class(kind: str) -> type[AgentSpec] | None:
     """The config class of a registered agent kind (None for an unknown one)."""
-    return _KINDS.get(kind)
+    return KINDS.get(kind)
 
 
 def agent_config(data: AgentSpec | Mapping[str, Any] | str) -> AgentSpec:
@@ -79,11 +80,8 @@ def agent_config(data: AgentSpec | Mapping[str, Any] | str) -> AgentSpec:
     if isinstance(data, str):
         data = {"kind": data}
     if not isinstance(data, Mapping) or "kind" not in data:
-        raise ValueError(f"an agent config needs a 'kind' (one of {', '.join(sorted(_KINDS))}), got {data!r}")
-    kind = data["kind"]
-    if kind not in _KINDS:
-        raise ValueError(f"unknown agent kind {kind!r}; choose one of {', '.join(sorted(_KINDS))}")
-    return _KINDS[kind].model_validate(dict(data))
+        raise ValueError(f"an agent config needs a 'kind' (one of {', '.join(KINDS.names())}), got {data!r}")
+    return KINDS[data["kind"]].model_validate(dict(data))
 
 
 def make_agent(config: AgentSpec | Mapping[str, Any] | str, /, **kwargs: Any) -> Agent:

@@ -2,8 +2,8 @@
 
     run_method("mc-q", Sources(trajectories), {"gamma": 0.9})   # -> MethodResult(records, dropped)
 
-A family file registers its runners with `@register_method(name, Config, ...)`; `proctor.credit` imports
-every family, so importing the package fills the registry.
+A family file registers its runners with `@register_method(name, Config, ...)` in `METHODS` (a
+`proctor.registry.Registry`); `proctor.credit` imports every family, so importing the package fills it.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from proctor.credit.records import Record
+from proctor.registry import Registry, validate_config
 from proctor.trajectory import Trajectory
 
 #: V(s_t) for every step t of a trajectory, on the ±1 return scale (or [0,1] with value_scale="unit")
@@ -58,7 +59,8 @@ class Method:
     needs: tuple[str, ...] = ()
 
 
-_METHODS: dict[str, Method] = {}
+#: the credit methods by name
+METHODS = Registry[Method]("credit method")
 
 
 def register_method(name: str, config: type[BaseModel], description: str,
@@ -66,35 +68,23 @@ def register_method(name: str, config: type[BaseModel], description: str,
     """Decorator: register `run(sources, config) -> MethodResult` under `name`."""
 
     def deco(run: Runner) -> Runner:
-        if name in _METHODS:
-            raise ValueError(f"credit method {name!r} is already registered")
-        _METHODS[name] = Method(name, config, run, description, needs)
+        METHODS.add(name, Method(name, config, run, description, needs))
         return run
 
     return deco
 
 
 def methods() -> dict[str, Method]:
-    return dict(sorted(_METHODS.items()))
+    return METHODS.sorted()
 
 
 def get_method(name: str) -> Method:
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise KeyError(f"unknown credit method {name!r}; known: {', '.join(sorted(_METHODS))}") from None
+    return METHODS[name]
 
 
 def make_config(name: str, params: Mapping[str, Any] | BaseModel | None = None) -> BaseModel:
     """Validate `params` against the method's config; errors name the method and the field."""
-    method = get_method(name)
-    if isinstance(params, method.config):
-        return params
-    try:
-        return method.config.model_validate(dict(params or {}))
-    except ValidationError as e:
-        parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
-        raise ValueError(f"bad parameters for method {name!r}: {'; '.join(parts)}") from None
+    return validate_config(get_method(name).config, params, f"method {name!r}")
 
 
 def run_method(name: str, sources: Sources, params: Mapping[str, Any] | BaseModel | None = None

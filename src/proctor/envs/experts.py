@@ -2,8 +2,9 @@
 
 An expert policy is a pure function of the `Prefix` (task, history, observation, info) returning the next
 action text; it keeps no hidden state, so it works unchanged in batches, after a resume, and on cloned envs.
-Kinds: `oracle` reads the env's privileged hint `info["expert_action"]` (make the env with
-`expert_hints=True`); any other kind (for example `search` for `household`) is a registered policy.
+Kinds: `oracle` reads the env's privileged hint `info["expert_action"]` (make the env with `expert_hints=True`);
+any other kind (for example `search` for `household`) is a registered policy, in the env's
+`proctor.registry.Registry` of `EXPERTS`.
 The agent that runs them is `proctor.agents.experts.ExpertAgent`.
 """
 
@@ -12,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from proctor.prompts.turns import Prefix
+from proctor.registry import Registry
 
 ExpertPolicy = Callable[[Prefix], str]
 
-_EXPERTS: dict[tuple[str, str], ExpertPolicy] = {}
+#: each env's registered expert policies, by kind
+EXPERTS: dict[str, Registry[ExpertPolicy]] = {}
 
 
 class ExpertUnavailable(LookupError):
@@ -24,24 +27,17 @@ class ExpertUnavailable(LookupError):
 
 def register_expert(env: str, kind: str) -> Callable[[ExpertPolicy], ExpertPolicy]:
     """Decorator: register `policy(prefix) -> action` as expert `kind` for environment `env`."""
-
-    def deco(policy: ExpertPolicy) -> ExpertPolicy:
-        if (env, kind) in _EXPERTS:
-            raise ValueError(f"expert {kind!r} for env {env!r} is already registered")
-        _EXPERTS[(env, kind)] = policy
-        return policy
-
-    return deco
+    return EXPERTS.setdefault(env, Registry(f"expert for env {env!r}")).register(kind)
 
 
 def expert_kinds(env: str) -> list[str]:
     """The expert kinds available for `env` (`oracle` first)."""
-    return ["oracle"] + sorted(k for e, k in _EXPERTS if e == env)
+    return ["oracle"] + (EXPERTS[env].names() if env in EXPERTS else [])
 
 
 def all_expert_kinds() -> list[str]:
     """Every registered expert kind over all envs (`oracle` first)."""
-    return ["oracle"] + sorted({k for _, k in _EXPERTS})
+    return ["oracle"] + sorted({kind for experts in EXPERTS.values() for kind in experts})
 
 
 def oracle_policy(prefix: Prefix) -> str:
@@ -62,6 +58,6 @@ def expert_policy(env: str, kind: str) -> ExpertPolicy:
     if kind == "oracle":
         return oracle_policy
     try:
-        return _EXPERTS[(env, kind)]
+        return EXPERTS[env][kind]
     except KeyError:
         raise ExpertUnavailable(f"no expert {kind!r} for env {env!r}; available: {expert_kinds(env)}") from None

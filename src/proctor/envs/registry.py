@@ -1,6 +1,6 @@
 """Environment registry: `make("household", **kwargs)`.
 
-Built-in envs register with the `@register` decorator. Adapters for optional third-party packages are
+Built-in envs register with the `@register` decorator, in `ENVS` (a `proctor.registry.Registry`). Adapters for optional third-party packages are
 registered by import path (`register_lazy`) so that nothing heavy is imported until the env is made, and
 a missing extra is an `ImportError` naming the extra to install, raised when the env is resolved (`make`,
 `check_spec`), before any episode: the modules the extra installs (`requires`) are looked for, not imported.
@@ -16,6 +16,7 @@ from typing import Any
 
 from proctor.envs.arguments import check_arguments
 from proctor.envs.base import TextEnv
+from proctor.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -72,18 +73,16 @@ def _installed(module: str) -> bool:
         return False
 
 
-_REGISTRY: dict[str, EnvEntry] = {}
+#: the environments by name
+ENVS = Registry[EnvEntry]("environment")
 
 
 def register(name: str, description: str = "") -> Callable[[type[TextEnv]], type[TextEnv]]:
     """Class decorator: register a built-in env under `name` (also sets `cls.name`)."""
 
     def deco(cls: type[TextEnv]) -> type[TextEnv]:
-        if name in _REGISTRY:
-            raise ValueError(f"environment {name!r} is already registered")
+        ENVS.add(name, EnvEntry(name, cls, None, description or (cls.__doc__ or "").strip().splitlines()[0]))
         cls.name = name
-        doc = description or (cls.__doc__ or "").strip().splitlines()[0]
-        _REGISTRY[name] = EnvEntry(name, cls, None, doc)
         return cls
 
     return deco
@@ -93,17 +92,12 @@ def register_lazy(name: str, target: str, extra: str | None, description: str,
                   requires: tuple[str, ...] = ()) -> None:
     """Register an env by `module:attr` import path, imported only when made; `requires`: the modules its
     extra installs (a missing one is an error naming the extra before anything is imported)."""
-    if name in _REGISTRY:
-        raise ValueError(f"environment {name!r} is already registered")
-    _REGISTRY[name] = EnvEntry(name, target, extra, description, tuple(requires))
+    ENVS.add(name, EnvEntry(name, target, extra, description, tuple(requires)))
 
 
 def entry(name: str) -> EnvEntry:
-    """The registry entry of env `name`; a KeyError naming the known envs."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    """The registry entry of env `name`; a KeyError naming the closest and the known envs."""
+    return ENVS[name]
 
 
 def check_spec(name: str, kwargs: Mapping[str, Any]) -> Callable[..., TextEnv]:
@@ -121,7 +115,7 @@ def make(name: str, **kwargs: Any) -> TextEnv:
 
 
 def entries() -> dict[str, EnvEntry]:
-    return dict(sorted(_REGISTRY.items()))
+    return ENVS.sorted()
 
 
 def import_env_module(name: str) -> None:

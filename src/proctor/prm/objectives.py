@@ -30,6 +30,7 @@ import torch
 
 from proctor.prm import losses
 from proctor.prm.tokenize import IGNORE
+from proctor.registry import Registry
 
 Batch = dict[str, torch.Tensor]
 
@@ -108,7 +109,8 @@ def transition_loss(logits: torch.Tensor, batch: Batch, gamma: float = 0.95) -> 
 
 SCALAR = ("scalar",)
 TWO_CLASS = ("classification", "reward_tokens")
-OBJECTIVES: dict[str, Objective] = {
+#: the PRM objectives by loss name
+OBJECTIVES = Registry[Objective]("PRM loss", {
     o.name: o
     for o in (
         Objective("bce", SCALAR, "steps", True, _pointwise(losses.soft_bce_loss)),
@@ -119,10 +121,8 @@ OBJECTIVES: dict[str, Objective] = {
         Objective("progress_sum", SCALAR, "progress", False, progress_loss),
         Objective("td_bce", SCALAR, "transitions", True, transition_loss),
     )
-}
+})
 
 
 def objective(name: str) -> Objective:
-    if name not in OBJECTIVES:
-        raise ValueError(f"unknown PRM loss {name!r}; known: {sorted(OBJECTIVES)}")
     return OBJECTIVES[name]

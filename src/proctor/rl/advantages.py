@@ -23,14 +23,15 @@ Groups are integer ids (any values; equal ids = one group). The group statistics
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from proctor.credit.group import centred, returns_to_go
 from proctor.credit.group import loo_advantages as credit_loo
-from proctor.rl.registry import FunctionRegistry
+from proctor.registry import Registry
 
-ADVANTAGES = FunctionRegistry("advantage estimator")
+ADVANTAGES = Registry[Callable[..., Any]]("advantage estimator")
 
 
 def _check_same_shape(**tensors: torch.Tensor) -> None:

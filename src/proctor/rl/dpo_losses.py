@@ -24,12 +24,15 @@ rejected one's (both log-ratios fall, the margin still grows); the NLL term keep
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from proctor.rl.registry import FunctionRegistry
+from proctor.registry import Registry
 
-DPO_LOSSES = FunctionRegistry("DPO loss")
+DPO_LOSSES = Registry[Callable[..., Any]]("DPO loss")
 
 
 def log_ratio_margin(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,

@@ -86,7 +86,7 @@ class DPOLoss:
 
     def __init__(self, pad_id: int, loss: str = "sigmoid", beta: float = 0.1, label_smoothing: float = 0.0,
                  average: bool = False, rpo_alpha: float = 0.0, shared_prompt: bool = True):
-        self.loss_fn = DPO_LOSSES.get(loss)
+        self.loss_fn = DPO_LOSSES[loss]
         self.pad_id, self.beta, self.label_smoothing = pad_id, beta, label_smoothing
         self.average, self.rpo_alpha, self.shared_prompt = average, rpo_alpha, shared_prompt
 

@@ -77,7 +77,7 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
         returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
         seen += returns.tolist()
         pool = torch.tensor(seen, dtype=torch.float64) if cfg.pool == "all" else returns
-        kept = [t for t, keep in zip(trajs, TRAJECTORY_FILTERS.get(cfg.keep)(returns, cfg.keep_value, pool).tolist(),
+        kept = [t for t, keep in zip(trajs, TRAJECTORY_FILTERS[cfg.keep](returns, cfg.keep_value, pool).tolist(),
                                      strict=True) if keep]
         # 4. SFT on the kept steps' generated ids
         examples = [clone_example(tokenizer, t, i, cfg) for t in kept for i in range(len(t.steps))]

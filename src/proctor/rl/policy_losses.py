@@ -21,14 +21,15 @@ non-negative, verl's low_var_kl), `abs` = |x|.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 
-from proctor.rl.registry import FunctionRegistry
+from proctor.registry import Registry
 
-POLICY_LOSSES = FunctionRegistry("policy loss")
-KL_PENALTIES = FunctionRegistry("KL penalty estimator")
+POLICY_LOSSES = Registry[Callable[..., Any]]("policy loss")
+KL_PENALTIES = Registry[Callable[..., Any]]("KL penalty estimator")
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 

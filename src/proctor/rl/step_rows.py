@@ -139,7 +139,7 @@ class PolicyGradientLoss:
                  kl_estimator: str = "k3"):
         self.pad_id, self.aggregation, self.surrogate = pad_id, aggregation, surrogate
         self.clip_low, self.clip_high = clip_low, clip_high
-        self.kl_coef, self.kl = kl_coef, KL_PENALTIES.get(kl_estimator) if kl_coef > 0 else None
+        self.kl_coef, self.kl = kl_coef, KL_PENALTIES[kl_estimator] if kl_coef > 0 else None
         self.per_item: Aggregation = "token-mean" if aggregation == "token-mean" else "seq-mean-token-mean"
 
     def weight(self, rows: Sequence[StepRow]) -> float:

@@ -26,14 +26,15 @@ q = 90), `top-fraction` (R ≥ the ⌈f·N⌉-th highest return of the batch) or
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
-from proctor.rl.registry import FunctionRegistry
+from proctor.registry import Registry
 
-TARGET_HEADS = FunctionRegistry("target heads rule")
-TRAJECTORY_FILTERS = FunctionRegistry("trajectory filter")
+TARGET_HEADS = Registry[Callable[..., Any]]("target heads rule")
+TRAJECTORY_FILTERS = Registry[Callable[..., Any]]("trajectory filter")
 
 
 def _check_heads(x: torch.Tensor, name: str) -> None:
@@ -64,14 +65,14 @@ def q_targets(rewards: torch.Tensor, next_values: torch.Tensor, terminated: torc
         raise ValueError(f"shapes differ: rewards {tuple(rewards.shape)}, terminated {tuple(terminated.shape)}, "
                          f"next_values {tuple(next_values.shape)}")
     alive = 1.0 - terminated.to(next_values.dtype)
-    return rewards[:, None].to(next_values.dtype) + gamma * alive[:, None] * TARGET_HEADS.get(heads)(next_values)
+    return rewards[:, None].to(next_values.dtype) + gamma * alive[:, None] * TARGET_HEADS[heads](next_values)
 
 
 def v_targets(target_q: torch.Tensor, heads: str = "min") -> torch.Tensor:
     """z = mean over the K sampled actions of the target's Q̄(s, a_k), [B, 2], from `target_q` [B, K, 2]."""
     if target_q.ndim != 3:
         raise ValueError(f"target_q must be [B, K, 2], got shape {tuple(target_q.shape)}")
-    return TARGET_HEADS.get(heads)(target_q).mean(dim=1)
+    return TARGET_HEADS[heads](target_q).mean(dim=1)
 
 
 @torch.no_grad()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proctor.registry import Registry
+
 
 @dataclass(frozen=True)
 class TrainerEntry:
@@ -33,7 +35,8 @@ class TrainerEntry:
         return attr(self.config), attr(self.train)
 
 
-TRAINERS: dict[str, TrainerEntry] = {
+#: the trainers by method name, in the order `proctor train --help` lists them
+TRAINERS = Registry[TrainerEntry]("training method", {
     "sft": TrainerEntry("supervised fine-tuning on demonstrations (the agent's tokens)",
                         "proctor.rl.sft:SFTConfig", "proctor.rl.sft:train_sft", "sft.json"),
     "dpo": TrainerEntry("online DPO against a PRM (AgentPRM stage 3)",
@@ -51,11 +54,8 @@ TRAINERS: dict[str, TrainerEntry] = {
                          "proctor.rl.chai:CHAIConfig", "proctor.rl.chai:train_chai"),
     "fbc": TrainerEntry("online filtered BC: SFT on each iteration's best trajectories",
                         "proctor.rl.filtered_bc:FilteredBCConfig", "proctor.rl.filtered_bc:train_filtered_bc"),
-}
+})
 
 
 def trainer(method: str) -> TrainerEntry:
-    try:
-        return TRAINERS[method]
-    except KeyError:
-        raise KeyError(f"unknown training method {method!r}; known: {', '.join(TRAINERS)}") from None
+    return TRAINERS[method]

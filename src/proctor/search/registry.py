@@ -4,10 +4,10 @@
                                search={"method": "beam", "agent": {"kind": "random"}, "prm": "runs/prm",
                                        "beams": 4, "expansions": 4}))
 
-A method module registers its runner with `@register_search(name, Config, description)`; `proctor.search`
-imports every method module, so importing the package fills the registry. A runner `run(config, job)` plays
-the job's (task, sample) pairs that are not yet in the store and appends one trajectory per pair, with its
-budget on `Trajectory.meta["budget"]` (`proctor.search.budget`).
+A method module registers its runner with `@register_search(name, Config, description)` in `METHODS` (a
+`proctor.registry.Registry`); `proctor.search` imports every method module, so importing the package fills it.
+A runner `run(config, job)` plays the job's (task, sample) pairs that are not yet in the store and appends one
+trajectory per pair, with its budget on `Trajectory.meta["budget"]` (`proctor.search.budget`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from proctor.agents.registry import Device, Dtype, ServerRef
 from proctor.envs.registry import EnvSpec
 from proctor.envs.versions import env_versions
 from proctor.episode import WorkItem
 from proctor.prm.protocol import StepScorer
+from proctor.registry import Registry, validate_config
 from proctor.rollout.engine import open_store, plan
 from proctor.search.scorer import check_prm_folder, load_scorer
 from proctor.store import TrajectoryStore
@@ -110,30 +111,26 @@ class SearchMethod:
     description: str
 
 
-_METHODS: dict[str, SearchMethod] = {}
+#: the search methods by name
+METHODS = Registry[SearchMethod]("search method")
 
 
 def register_search(name: str, config: type[SearchSpec], description: str) -> Callable[[Runner], Runner]:
     """Decorator: register `run(config, job)` as search method `name` with its config class."""
 
     def deco(run: Runner) -> Runner:
-        if name in _METHODS:
-            raise ValueError(f"search method {name!r} is already registered")
-        _METHODS[name] = SearchMethod(name, config, run, description)
+        METHODS.add(name, SearchMethod(name, config, run, description))
         return run
 
     return deco
 
 
 def search_methods() -> dict[str, SearchMethod]:
-    return dict(sorted(_METHODS.items()))
+    return METHODS.sorted()
 
 
 def get_search(name: str) -> SearchMethod:
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise KeyError(f"unknown search method {name!r}; known: {', '.join(sorted(_METHODS))}") from None
+    return METHODS[name]
 
 
 def search_config(data: SearchSpec | Mapping[str, Any] | str) -> SearchSpec:
@@ -144,15 +141,9 @@ def search_config(data: SearchSpec | Mapping[str, Any] | str) -> SearchSpec:
     if isinstance(data, str):
         data = {"method": data}
     if not isinstance(data, Mapping) or "method" not in data:
-        raise ValueError(f"a search config needs a 'method' (one of {', '.join(sorted(_METHODS))}), got {data!r}")
-    if data["method"] not in _METHODS:
-        raise ValueError(f"unknown search method {data['method']!r}; known: {', '.join(sorted(_METHODS))}")
+        raise ValueError(f"a search config needs a 'method' (one of {', '.join(METHODS.names())}), got {data!r}")
     method = get_search(data["method"])
-    try:
-        return method.config.model_validate(dict(data))
-    except ValidationError as e:
-        parts = [f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
-        raise ValueError(f"bad parameters for search method {method.name!r}: {'; '.join(parts)}") from None
+    return validate_config(method.config, data, f"search method {method.name!r}")
 
 
 #: a nested search config (a dict with `method` in YAML)
