@@ -82,3 +82,28 @@ def test_cli_rejects_bad_options_before_any_episode(tmp_path):
                                *args], check=False, capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_from_completes_another_store_with_the_configs_start(tmp_path, monkeypatch):
+    """`--config` with a `start` (candidate actions, states per source) and `--from STORE`: the config's start,
+    from STORE's trajectories (`--prefixes` and `--completions` override it only when given)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    household = ["--env", "household", "--env-arg", "preset=small", "--env-arg", "expert_hints=true"]
+    res = CliRunner().invoke(app, ["rollout", *household, "--agent", "expert", "--tasks", "2", "--out", "src",
+                                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    Path("candidates.yaml").write_text(yaml.safe_dump({
+        "env": "household", "env_kwargs": {"preset": "small", "expert_hints": True}, "agent": {"kind": "expert"},
+        "start": {"source": "elsewhere", "prefix_lengths": "states", "per_source": 1, "completions": 1,
+                  "candidates": {"expert": True, "random": 1}}, "out": "cand"}))
+    res = CliRunner().invoke(app, ["rollout", "--config", "candidates.yaml", "--from", "src", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    sources = {t.id for t in TrajectoryStore.open(Path("src")).load()}
+    done = TrajectoryStore.open(Path("cand")).load()
+    assert len(done) == 2 * 2  # 2 sources x 1 state x (the expert's action and 1 random one) x 1 completion
+    assert {t.meta["prefix_of"] for t in done} == sources and all("candidate" in t.meta for t in done)

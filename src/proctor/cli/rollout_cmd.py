@@ -59,9 +59,9 @@ def rollout_cmd(
     step_timeout: Annotated[float, typer.Option("--step-timeout", help="seconds before a worker env's reset or step counts as hung")] = 60.0,
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
     env_module: Annotated[str | None, typer.Option("--env-module", help="module (my_env) or .py file (path/to/my_env.py) to import first: it registers your own envs")] = None,
-    from_store: Annotated[Path | None, typer.Option("--from", help="complete the prefixes of this store's trajectories")] = None,
-    prefixes: Annotated[str, typer.Option("--prefixes", help="with --from: steps (k=1..T) | states (k=0..T-1) | k,k,...")] = "steps",
-    completions: Annotated[int, typer.Option("--completions", help="with --from: completions per prefix")] = 4,
+    from_store: Annotated[Path | None, typer.Option("--from", help="complete the prefixes of this store's trajectories (with --config: the config's start, from this store)")] = None,
+    prefixes: Annotated[str | None, typer.Option("--prefixes", help="with --from: steps (k=1..T) | states (k=0..T-1) | k,k,... [default: the config's, else steps]")] = None,
+    completions: Annotated[int | None, typer.Option("--completions", help="with --from: completions per prefix [default: the config's, else 4]")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="re-run stored episodes that ended in env/agent errors")] = False,
     config: Annotated[Path | None, typer.Option("--config", help="a RolloutConfig YAML file (options given here override it)")] = None,
     summary_json: Annotated[Path | None, typer.Option("--summary-json", help="also write the summary here")] = None,
@@ -101,9 +101,14 @@ def rollout_cmd(
         data["agent"] = agent_from_options(agent, agent_arg, model=model, base_url=base_url,
                                            expert_kind=expert_kind, temperature=temperature,
                                            prompt_format=prompt_format, seed=seed)
-    if from_store is not None:
-        lengths = prefixes if prefixes in ("steps", "states") else [int(k) for k in prefixes.split(",")]
-        data["start"] = {"source": from_store, "prefix_lengths": lengths, "completions": completions}
+    if from_store is not None:  # the config's start (its candidates, states per source...) from another store
+        start = {**(data.get("start") or {}), "source": from_store}
+        if prefixes is not None:
+            start["prefix_lengths"] = prefixes if prefixes in ("steps", "states") else \
+                [int(k) for k in prefixes.split(",")]
+        if completions is not None:
+            start["completions"] = completions
+        data["start"] = start
     try:
         cfg = RolloutConfig.model_validate(data)
         result = run_rollout(cfg)
