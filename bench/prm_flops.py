@@ -3,8 +3,8 @@ of the model's width on this machine.
 
     python bench/prm_flops.py [--hidden 256] [--layers 4] [--steps 20] [--batch 8] [--length 256]
 
-The PRM (tiny Llama, scalar head, soft BCE, packed batches) trains through `proctor.prm.trainer` (the HF
-Trainer, optimizer step included) on synthetic stepwise examples. Training FLOPs per token use the standard
+The PRM (tiny Llama, scalar head, soft BCE, packed batches) trains through `proctor.prm.trainer` (the
+training engine, optimizer step included; the time includes saving the tiny model) on synthetic stepwise examples. Training FLOPs per token use the standard
 estimate 6·N (N = non-embedding parameters; forward 2N, backward 4N) plus the attention scores,
 6·2·layers·hidden·context/2 per token for causal attention (context = mean example length). The matmul
 reference is [tokens, hidden] @ [hidden, hidden] in float32, best of several runs, same thread count.
@@ -14,10 +14,8 @@ Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,38 +61,34 @@ def main() -> None:
     from proctor.models import build_tiny
     from proctor.prm.config import PRMTrainConfig
     from proctor.prm.data import write_stepwise
-    from proctor.prm.trainer import build_trainer
+    from proctor.prm.trainer import prepare, train_prepared
 
     work = Path(tempfile.mkdtemp(prefix="prm_flops_"))
     model = build_tiny(work / "model", hidden_size=args.hidden, layers=args.layers, heads=4)
     write_stepwise(synthetic_examples(args.steps * args.batch, args.length, 0), work / "train.jsonl")
     cfg = PRMTrainConfig.model_validate(
         {
-            "model": {"backbone": str(model), "head": "scalar", "dtype": "float32"},
+            "model": {"backbone": str(model), "head": "scalar"},
             "data": {"train": str(work / "train.jsonl")},
             "packing": True,
-            "training": {
-                "output_dir": str(work / "out"),
-                "max_steps": args.steps,
-                "per_device_train_batch_size": args.batch,
-                "learning_rate": 1e-4,
-                "use_cpu": True,
-                "save_strategy": "no",
-                "logging_steps": args.steps,
-                "disable_tqdm": True,
-            },
+            "output_dir": str(work / "out"),
+            "steps": args.steps,
+            "batch_size": args.batch,
+            "learning_rate": 1e-4,
+            "device": "cpu",
+            "progress": False,
         }
     )
-    prm, trainer = build_trainer(cfg)
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; stdout is the JSON
-        result = trainer.train()
-    lengths = [len(f["input_ids"]) for f in trainer.train_dataset]
+    prepared = prepare(cfg)
+    result = train_prepared(prepared)
+    prm = result.prm
+    lengths = [len(f["input_ids"]) for f in prepared.train]
     tokens = sum(lengths[: args.steps * args.batch])
     context = sum(lengths) / len(lengths)
     embed = prm.hf_model.get_input_embeddings().weight.numel()
     n_params = sum(p.numel() for p in prm.parameters()) - embed
     per_token = 6 * n_params + 6 * 2 * args.layers * args.hidden * context / 2
-    achieved = per_token * tokens / result.metrics["train_runtime"]
+    achieved = per_token * tokens / result.seconds
     reference = matmul_flops(args.batch * int(context), args.hidden)
     print(
         json.dumps(
@@ -104,8 +98,8 @@ def main() -> None:
                 "non_embedding_params": n_params,
                 "tokens": tokens,
                 "mean_example_tokens": context,
-                "train_runtime_s": result.metrics["train_runtime"],
-                "tokens_per_s": tokens / result.metrics["train_runtime"],
+                "train_runtime_s": result.seconds,
+                "tokens_per_s": tokens / result.seconds,
                 "train_flops_per_token": per_token,
                 "achieved_train_flop_per_s": achieved,
                 "matmul_flop_per_s": reference,

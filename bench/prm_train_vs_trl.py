@@ -19,7 +19,6 @@ each trained PRM on held-out problems.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -121,32 +120,29 @@ def processbench_examples(path: Path, first: int, count: int):
 def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path) -> dict:
     from proctor.prm.config import PRMTrainConfig
     from proctor.prm.scoring import PRMScorer
-    from proctor.prm.trainer import build_trainer
+    from proctor.prm.trainer import prepare, train_prepared
 
     cfg = PRMTrainConfig.model_validate(
         {
-            "model": {"backbone": str(model), "head": "classification", "dtype": "float32"},
+            "model": {"backbone": str(model), "head": "classification"},
             "tokenization": {"mode": "trl", "step_separator": "\n", "max_length": args.max_length},
             "loss": "ce",
             "data": {"train": str(train), "unlabelled_rows": "keep"},  # as TRL: a row truncated to no label stays
             "packing": packing,
             "seed": args.seed,
-            "training": {
-                "output_dir": str(out),
-                "per_device_train_batch_size": args.batch,
-                "num_train_epochs": args.epochs,
-                "learning_rate": args.lr,
-                "use_cpu": True,
-                "save_strategy": "no",
-                "logging_steps": 50,
-                "disable_tqdm": True,
-            },
+            "output_dir": str(out),
+            "batch_size": args.batch,
+            "epochs": args.epochs,
+            "learning_rate": args.lr,
+            "device": "cpu",
+            "logging_steps": 50,
+            "progress": False,
         }
     )
-    prm, trainer = build_trainer(cfg)
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its logs; stdout is the JSON
-        result = trainer.train()
-    tokens = sum(len(f["input_ids"]) for f in trainer.train_dataset) * args.epochs
+    prepared = prepare(cfg, overwrite=True)  # the repeats train into the same folder
+    result = train_prepared(prepared)
+    prm = result.prm
+    tokens = sum(len(f["input_ids"]) for f in prepared.train) * args.epochs
     scores = PRMScorer(prm.eval(), batch_size=args.batch).score_examples(evals)
     right = [
         (s > 0.5) == bool(y)
@@ -154,10 +150,10 @@ def run_proctor(args, model: Path, train: Path, evals, packing: bool, out: Path)
         for s, y in zip(row, ex.labels, strict=True)
     ]
     return {
-        "train_runtime_s": result.metrics["train_runtime"],
+        "train_runtime_s": result.seconds,
         "tokens": tokens,
         "eval_step_accuracy": sum(right) / len(right),
-        "steps": result.global_step,
+        "steps": result.steps,
         "params": sum(p.numel() for p in prm.parameters()),
     }
 

@@ -8,9 +8,7 @@ included) and every label comes from `proctor.credit.stage.run_targets`; nothing
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -55,21 +53,19 @@ def train(backbone: str | Path, data: Path, target: str | None, out: Path, args:
     else:
         section = {"train": str(data), "format": "targets", "trajectories": [str(trajectories)]}
     cfg = PRMTrainConfig.model_validate({
-        "model": {"backbone": str(backbone), "head": "scalar", "dtype": "float32"},
+        "model": {"backbone": str(backbone), "head": "scalar"},
         "loss": loss,
         "seed": args.seed,
         "packing": args.packing,
         "data": section,
-        "training": {"output_dir": str(out), "max_steps": args.max_steps, "learning_rate": args.lr,
-                     "per_device_train_batch_size": args.batch_size, "lr_scheduler_type": "cosine",
-                     "warmup_steps": max(1, args.max_steps // 20), "weight_decay": 0.0, "logging_steps": 50,
-                     "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "report_to": "none"},
+        "output_dir": str(out), "steps": args.max_steps, "learning_rate": args.lr, "batch_size": args.batch_size,
+        "lr_scheduler_type": "cosine", "warmup_ratio": max(1, args.max_steps // 20) / args.max_steps,
+        "weight_decay": 0.0, "logging_steps": 50, "device": "cpu", "progress": args.progress,
     })
     start = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):  # the Trainer prints its log lines; stdout is the JSON result
-        prm, result, _ = train_prm(cfg)
-    return prm, {"train_loss": round(result.training_loss, 4), "steps": result.global_step,
-                 "seconds": round(time.perf_counter() - start, 1)}
+    result = train_prm(cfg, overwrite=True)
+    return result.prm, {"train_loss": round(sum(result.losses) / len(result.losses), 4), "steps": result.steps,
+                        "seconds": round(time.perf_counter() - start, 1)}
 
 
 def steps_of(store: Path) -> int:
