@@ -65,17 +65,17 @@ def test_configs_default_to_auto(tiny_model_dir, prm_dir):
     for kind in ("hf", "choice"):
         spec = agent_config({"kind": kind, "model": str(tiny_model_dir)})
         assert (spec.device, spec.dtype) == ("auto", "auto")
-    bon = agent_config({"kind": "best-of-n", "base": "random", "prm": str(prm_dir)})
+    bon = agent_config({"kind": "best-of-n", "agent": "random", "prm": str(prm_dir)})
     beam = search_config({"method": "beam", "agent": "random", "prm": str(prm_dir)})
     assert (bon.device, bon.dtype) == (beam.device, beam.dtype) == ("auto", "auto")
 
 
 def test_eval_config_places_every_model_that_names_none(tiny_model_dir, prm_dir, tmp_path):
     agent = {"kind": "best-of-n", "prm": str(prm_dir), "device": "cpu",
-             "base": {"kind": "mixture", "components": [{"agent": {"kind": "hf", "model": str(tiny_model_dir)},
+             "agent": {"kind": "mixture", "components": [{"agent": {"kind": "hf", "model": str(tiny_model_dir)},
                                                          "weight": 1}]}}
     cfg = EvalConfig(env="household", out=tmp_path, agent=agent, device="cuda:1", dtype="float16")
-    inner = cfg.agent.base.components[0].agent
+    inner = cfg.agent.agent.components[0].agent
     assert (inner.device, inner.dtype) == ("cuda:1", "float16")
     assert (cfg.agent.device, cfg.agent.dtype) == ("cpu", "float16")  # its own device wins
     search = EvalConfig(env="household", out=tmp_path, search={"method": "beam", "agent": "random",

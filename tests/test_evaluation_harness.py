@@ -67,7 +67,7 @@ def test_sweep_writes_one_folder_per_n_and_a_plot(report_root):  # noqa: F811
     assert [r["n"] for r in sweep["rows"]] == [1, 3] and sweep["policy"] == "best-of-n"
     for n in (1, 3):
         s = json.loads((report_root / "choice" / f"n{n}" / "summary.json").read_text())
-        assert s["n"] == n and s["agent"]["n"] == n and s["agent"]["base"]["kind"] == "epsilon"
+        assert s["n"] == n and s["agent"]["n"] == n and s["agent"]["agent"]["kind"] == "epsilon"
     assert (report_root / "choice" / "success_vs_n.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (report_root / "choice" / "sweep.csv").read_text().splitlines()[0].startswith("n,policy,")
 
@@ -164,7 +164,7 @@ def test_eval_command_reads_a_config_file_and_options_override_it(tmp_path):
 def test_eval_command_sweeps_n_of_a_search_agent(report_root, tmp_path):  # noqa: F811
     prm = report_root.parent / f"{report_root.name}-prm"
     r = CliRunner().invoke(app, ["eval", "--env", "household", "--agent", "best-of-n", "--agent-arg", f"prm={prm}",
-                                 "--agent-arg", 'base={"kind": "epsilon", "epsilon": 0.5}', "--n", "2,1",
+                                 "--agent-arg", 'agent={"kind": "epsilon", "epsilon": 0.5}', "--n", "2,1",
                                  "--tasks", "1", "--max-steps", "4", "--out", str(tmp_path / "s"), "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "success vs N" in r.output and (tmp_path / "s" / "success_vs_n.png").is_file()

@@ -44,7 +44,7 @@ def make_report_folder(root: Path, backbone: Path) -> Path:
                               env_kwargs={"max_steps": 12}, prm=prm))
     run_eval(EvalConfig(**{**common, "tasks": 3}, name="best-of-n", ns=[1, 3], out=root / "choice",
                         env_kwargs={"max_steps": 10},
-                        agent={"kind": "best-of-n", "prm": str(prm), "base": {"kind": "epsilon", "epsilon": 0.5}}))
+                        agent={"kind": "best-of-n", "prm": str(prm), "agent": {"kind": "epsilon", "epsilon": 0.5}}))
     labelled = root / "epsilon-labelled"
     if not labelled.exists():  # MC-Q targets of the ε-expert's episodes (2 samples per task)
         trajs = TrajectoryStore.open(root / "epsilon" / eps.summary["store"]).load()

@@ -12,6 +12,7 @@ plus the agent kind `best-of-n` inside the rollout engine, cross-worker forks (r
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 
@@ -20,13 +21,13 @@ import torch
 
 import proctor.search  # noqa: F401  (registers the search methods and the agent kind best-of-n)
 from proctor.agents.base import Agent, Candidate, Prefix
-from proctor.agents.registry import AgentSpec, make_agent, register_agent
+from proctor.agents.registry import KINDS, AgentSpec, agent_config, make_agent, register_agent
 from proctor.envs import make
 from proctor.episode import Episode, WorkItem, play
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.rollout import RolloutConfig, run_rollout
-from proctor.search import SearchRunConfig, run_search, search_config, search_methods
+from proctor.search import BeamConfig, SearchRunConfig, get_search, run_search, search_config, search_methods
 from proctor.seeding import stable_rng
 from proctor.store import TrajectoryStore
 
@@ -265,7 +266,7 @@ def test_trajectory_best_of_n_keeps_the_attempt_the_prm_prefers(look_prm, tmp_pa
 
 
 def test_best_of_n_agent_kind_runs_in_the_rollout_engine(look_prm, tmp_path):
-    agent = {"kind": "best-of-n", "base": {"kind": SCRIPTED}, "prm": look_prm, "n": 3, "batch": 4}
+    agent = {"kind": "best-of-n", "agent": {"kind": SCRIPTED}, "prm": look_prm, "n": 3, "prm_batch": 4}
     assert make_agent(agent).describe().startswith("per-step best-of-3 of [")
     result = run_rollout(RolloutConfig(env="household", env_kwargs={"max_steps": 5}, agent=agent, split="test",
                                        tasks=3, batch=3, out=tmp_path / "r", progress=False))
@@ -295,7 +296,22 @@ def test_bad_configs_fail_early_with_the_field_named(look_prm, tmp_path):
     with pytest.raises(ValueError, match="exactly one of agent"):
         search_config({"method": "trajectory-best-of-n", "prm": look_prm})
     with pytest.raises(ValueError, match="field 'prm'"):
-        make_agent({"kind": "best-of-n", "base": "random", "prm": str(tmp_path / "missing")})
+        make_agent({"kind": "best-of-n", "agent": "random", "prm": str(tmp_path / "missing")})
+
+
+def test_the_best_of_n_agent_and_method_share_one_vocabulary_and_the_old_one_loads_with_a_note(look_prm, caplog):
+    """The agent kind `best-of-n` and the method `step-best-of-n` name the same things alike (`agent`, `prm_batch`,
+    as every PRM-guided method); the agent's earlier `base` and `batch` load, each with one line naming the new."""
+    agent_fields = set(KINDS["best-of-n"].model_fields) - {"kind"}
+    assert agent_fields == set(get_search("step-best-of-n").config.model_fields) - {"method"}
+    assert {"agent", "prm_batch"} <= agent_fields and {"prm", "prm_batch"} <= set(BeamConfig.model_fields)
+    with caplog.at_level(logging.WARNING, logger="proctor.renames"):
+        old = agent_config({"kind": "best-of-n", "base": {"kind": SCRIPTED}, "prm": look_prm, "batch": 4})
+    assert old == agent_config({"kind": "best-of-n", "agent": {"kind": SCRIPTED}, "prm": look_prm, "prm_batch": 4})
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
+        "best-of-n agent: base: now `agent`", "best-of-n agent: batch: now `prm_batch`"]
+    with pytest.raises(ValueError, match="batch and prm_batch both given"):
+        agent_config({"kind": "best-of-n", "agent": "random", "prm": look_prm, "batch": 4, "prm_batch": 8})
 
 
 def test_a_search_store_identity_names_every_field_of_its_agent(look_prm):

@@ -60,7 +60,7 @@ def _preset(env: str, env_kwargs: dict[str, Any], expert: str, policy: dict[str,
         "monitor": {"states": 30, "completions": 2},
         "evaluate": {"split": "test", "tasks": eval_tasks, "samples": 1, "batch": 50, "entries": [
             {"name": "policy", "agent": policy},
-            {"name": f"best-of-{n} (PRM Q0)", "agent": {"kind": "best-of-n", "n": n, "prm": "$prm", "base": policy}},
+            {"name": f"best-of-{n} (PRM Q0)", "agent": {"kind": "best-of-n", "n": n, "prm": "$prm", "agent": policy}},
             {"name": "beam 2x2 (PRM Q0)", "iterations": [0], "tasks": beam_tasks,
              "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},

@@ -1,42 +1,51 @@
-"""The search agent kinds of the agent registry: `best-of-n` (per-step best-of-N with a PRM).
+"""Per-step best-of-N with a PRM, one vocabulary for both of its forms: the agent kind `best-of-n` of the agent
+registry (`BestOfNConfig`) and the search method `step-best-of-n` (`proctor.search.step_method`) share
+`BestOfN`'s fields: the `agent` whose samples are ranked, `n`, and the PRM's (`prm`, `prm_batch`, ...).
 
-Importing `proctor.search` registers them, so `make_agent({"kind": "best-of-n", ...})`, rollout configs,
-evaluation configs and `--agent best-of-n` accept them once it is imported.
+Importing `proctor.search` registers the agent kind, so `make_agent({"kind": "best-of-n", ...})`, rollout configs,
+evaluation configs and `--agent best-of-n` accept it once it is imported. The agent's earlier field names (`base`,
+`batch`) still load, each with a one-line note naming the new one.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, model_validator
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, ServerRef, register_agent
-from proctor.search.scorer import check_prm_folder, load_scorer
+from proctor.agents.registry import AgentConfig, AgentSpec, register_agent
+from proctor.renames import renamed_fields
+from proctor.search.scorer import PRMScoring
+
+#: the `best-of-n` agent's earlier field names, and their names now
+RENAMED = {"base": "agent", "batch": "prm_batch"}
+
+
+class BestOfN(PRMScoring):
+    """Per-step best-of-N: at every step the PRM's argmax among n samples of `agent` (AgentPRM)."""
+
+    agent: AgentConfig = Field(description="the agent whose samples are ranked: {kind: ..., ...}")
+    n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
+
+    def best_of_n(self) -> Agent:
+        """The `BestOfNAgent` (the PRM loaded, the agent built)."""
+        from proctor.search.best_of_n import BestOfNAgent
+
+        return BestOfNAgent(self.agent.build(), self.scorer(), self.n, states_per_pass=self.prm_batch,
+                            prm_name=self.prm)
 
 
 @register_agent("best-of-n")
-class BestOfNConfig(AgentSpec):
-    """Per-step best-of-N: the PRM's argmax among n samples of a base agent (AgentPRM)."""
+class BestOfNConfig(BestOfN, AgentSpec):
+    """Per-step best-of-N: the PRM's argmax among n samples of an agent (AgentPRM)."""
 
     kind: Literal["best-of-n"] = Field(default="best-of-n", description="the agent kind (selects this config)")
-    base: AgentConfig = Field(description="the agent whose samples are ranked: {kind: ..., ...}")
-    prm: str = Field(description="PRM folder (`proctor prm train` output)")
-    n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
-    batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
-    device: Device = "auto"
-    dtype: Dtype = "auto"
-    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
-                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
-                                         "tokenizer), or `proctor prm serve` serving a PRM head")
 
-    @field_validator("prm")
+    @model_validator(mode="before")
     @classmethod
-    def _prm_folder(cls, v: str) -> str:
-        return check_prm_folder(v)
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_fields(data, RENAMED, "best-of-n agent: ")
 
     def build(self) -> Agent:
-        from proctor.search.best_of_n import BestOfNAgent
-
-        scorer = load_scorer(self.prm, self.batch, self.device, self.dtype, self.prm_server)
-        return BestOfNAgent(self.base.build(), scorer, self.n, states_per_pass=self.batch, prm_name=self.prm)
+        return self.best_of_n()

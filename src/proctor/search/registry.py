@@ -18,16 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from proctor.agents.registry import Device, Dtype, ServerRef
 from proctor.envs.registry import EnvSpec
 from proctor.envs.versions import env_versions
 from proctor.episode import WorkItem
-from proctor.prm.protocol import StepScorer
 from proctor.registry import Registry, validate_config
 from proctor.rollout.engine import open_store, plan
-from proctor.search.scorer import check_prm_folder, load_scorer
+from proctor.search.scorer import PRMScoring
 from proctor.store import TrajectoryStore
 
 
@@ -45,24 +43,8 @@ class SearchSpec(BaseModel):
         return f"{self.method} {json.dumps(fields, sort_keys=True)}"
 
 
-class PRMSearchSpec(SearchSpec):
-    """The fields of every method that scores with a PRM."""
-
-    prm: str = Field(description="PRM folder (`proctor prm train` output)")
-    prm_batch: int = Field(default=16, ge=1, description="states scored together in one batched PRM pass")
-    device: Device = "auto"
-    dtype: Dtype = "auto"
-    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
-                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
-                                         "tokenizer), or `proctor prm serve` serving a PRM head")
-
-    @field_validator("prm")
-    @classmethod
-    def _prm_folder(cls, v: str) -> str:
-        return check_prm_folder(v)
-
-    def scorer(self) -> StepScorer:
-        return load_scorer(self.prm, self.prm_batch, self.device, self.dtype, self.prm_server)
+class PRMSearchSpec(PRMScoring, SearchSpec):
+    """The fields of every method that scores with a PRM (`PRMScoring`'s)."""
 
 
 @dataclass

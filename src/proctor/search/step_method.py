@@ -7,9 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from proctor.agents.registry import AgentConfig
 from proctor.rollout.engine import rollout
-from proctor.search.best_of_n import BestOfNAgent
+from proctor.search.agents import BestOfN
 from proctor.search.budget import trajectory_budget
 from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
 from proctor.store import TrajectoryStore
@@ -26,17 +25,17 @@ class BudgetStore(TrajectoryStore):
         return super().append(traj)
 
 
-class StepBestOfNConfig(PRMSearchSpec):
-    """Per-step best-of-N (AgentPRM): at every step the PRM's argmax among n samples of `agent`."""
+class StepBestOfNConfig(BestOfN, PRMSearchSpec):
+    """Per-step best-of-N (AgentPRM): at every step the PRM's argmax among n samples of `agent` (the fields of
+    the agent kind `best-of-n`, `proctor.search.agents.BestOfN`)."""
 
-    method: Literal["step-best-of-n"] = Field(default="step-best-of-n", description="the search method (selects this config)")
-    agent: AgentConfig = Field(description="the policy whose samples are ranked: {kind: ..., ...}")
-    n: int = Field(default=8, ge=1, description="candidates drawn per state (identical ones are merged)")
+    method: Literal["step-best-of-n"] = Field(default="step-best-of-n", description="the search method (selects this "
+                                              "config)")
 
 
 @register_search("step-best-of-n", StepBestOfNConfig, "per-step best-of-N: the PRM's argmax among N samples")
 def run_step_best_of_n(cfg: StepBestOfNConfig, job: SearchJob) -> None:
-    agent = BestOfNAgent(cfg.agent.build(), cfg.scorer(), cfg.n, states_per_pass=cfg.prm_batch, prm_name=cfg.prm)
+    agent = cfg.best_of_n()
     try:
         spec = job.env_spec(agent.needs_expert_hints)
         store = BudgetStore(job.out, meta={"rollout": job.identity(spec, agent.describe())}) \
