@@ -34,7 +34,7 @@ def toy_config(out) -> dict:
         "monitor": {"states": 2, "completions": 2},
         "evaluate": {"split": "test", "tasks": 2, "entries": [
             {"name": "policy", "agent": policy},
-            {"name": "best-of-2", "agent": {"kind": "best-of-n", "n": 2, "prm": "$prm", "base": policy}},
+            {"name": "best-of-2", "agent": {"kind": "best-of-n", "n": 2, "prm": "$prm", "agent": policy}},
             {"name": "beam", "iterations": [0], "tasks": 1,
              "search": {"method": "beam", "agent": policy, "prm": "$prm", "beams": 2, "expansions": 2}},
         ]},
