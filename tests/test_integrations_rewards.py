@@ -5,6 +5,7 @@ directly, and on env trajectories (passed through kwargs, as objects, dicts or J
 
 from __future__ import annotations
 
+import math
 import re
 from statistics import fmean
 
@@ -73,7 +74,7 @@ def test_prm_score_and_the_reward_function_agree(kind, text_prm_dir, likelihood_
     assert res.exit_code == 0, res.output
     scored = [json.loads(line)["scores"] for line in res.stdout.splitlines() if line.startswith("{")]
     assert [len(s) for s in scored] == [4, 2]
-    for aggregate, reduce in [("min", min), ("last", lambda q: q[-1]), ("mean", fmean)]:
+    for aggregate, reduce in [("min", min), ("last", lambda q: q[-1]), ("mean", fmean), ("prod", math.prod)]:
         reward = prm_reward_func(str(prm), aggregate=aggregate, device="cpu")
         got = reward(prompts=PROBLEMS, completions=COMPLETIONS[:2])
         assert got == pytest.approx([reduce(s) for s in scored], rel=1e-5)
@@ -94,7 +95,7 @@ def test_split_steps():
     assert split_steps(COMPLETIONS[0]) == ["He starts with 3.", "He buys 4 more.", "3 + 4 = 7.", "The answer is 7."]
     assert split_steps("a. b. c", ". ") == ["a", "b", "c"]
     assert split_steps("  \n ") == []
-    with pytest.raises(ValueError, match="unknown aggregate 'max'"):
+    with pytest.raises(ValueError, match="unknown aggregate 'max'; choose one of last, min, prod, mean"):
         prm_reward_func("unused", aggregate="max")
 
 

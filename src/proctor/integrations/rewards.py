@@ -26,8 +26,9 @@ What is scored, per completion:
   text), or for a likelihood PRM the steps as the actions of a `stepwise` episode, as `proctor.envs.stepwise_text`
   records reasoning. A completion without a step gets `empty` (0.0 by default).
 
-The reward is the step scores' `aggregate`: `min` (a chain is as good as its worst step, the usual PRM reading),
-`last`, or `mean`. `log_metric("prm/steps", ...)` logs the mean step count of the batch.
+The reward is the step scores' `aggregate` (`proctor.search.aggregate`, the one step-score aggregation): `min` (a
+chain is as good as its worst step, the usual PRM reading), `last`, `mean` or `prod`. `log_metric("prm/steps", ...)`
+logs the mean step count of the batch.
 
 Any proctor PRM: a folder (`proctor.prm.likelihood.open_scorer`, opened on the first call and kept), a served one
 (`server`: a `proctor.agents.registry.ServerRef`, passed to `open_scorer`), or a scorer object.
@@ -38,15 +39,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Literal
+from typing import Any
 
 from proctor.integrations.common import PRMHandle
 from proctor.prompts.render import PromptConfig
+from proctor.search.aggregate import STEP_AGGREGATIONS, StepAggregation, aggregate
 from proctor.trajectory import Trajectory
-
-Aggregate = Literal["min", "last", "mean"]
-AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
-    "min": min, "last": lambda q: q[-1], "mean": fmean}
 
 
 def split_steps(text: str, separator: str = "\n") -> list[str]:
@@ -57,13 +55,13 @@ def split_steps(text: str, separator: str = "\n") -> list[str]:
 class PRMReward:
     """The reward function `prm_reward_func` returns (module docstring)."""
 
-    def __init__(self, prm: str | Path | Any, *, server: Any = None, aggregate: Aggregate = "min",
+    def __init__(self, prm: str | Path | Any, *, server: Any = None, aggregate: StepAggregation = "min",
                  splitter: str | Callable[[str], list[str]] = "\n", problem: Callable[[Any], str] | None = None,
                  trajectories_key: str = "trajectories", prompt: PromptConfig | None = None,
                  empty: float | None = 0.0, batch_size: int = 16, device: str = "auto", dtype: str = "auto",
                  name: str = "prm_reward"):
-        if aggregate not in AGGREGATES:
-            raise ValueError(f"unknown aggregate {aggregate!r}; choose one of {', '.join(AGGREGATES)}")
+        if aggregate not in STEP_AGGREGATIONS:
+            raise ValueError(f"unknown aggregate {aggregate!r}; choose one of {', '.join(STEP_AGGREGATIONS)}")
         if isinstance(splitter, str) and not splitter:
             raise ValueError("splitter: an empty separator; give a string such as '\\n' or a function")
         self.prm = PRMHandle(prm, server=server, batch_size=batch_size, device=device, dtype=dtype)
@@ -84,8 +82,7 @@ class PRMReward:
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and scores:
             log_metric("prm/steps", fmean(len(s or []) for s in scores))
-        reduce = AGGREGATES[self.aggregate]
-        return [None if s is None else float(reduce(s)) if s else self.empty for s in scores]
+        return [None if s is None else aggregate(s, self.aggregate) if s else self.empty for s in scores]
 
     # -- the two inputs ---------------------------------------------------------------------------------
     def trajectories(self, kwargs: dict[str, Any], n: int) -> list[Trajectory | None] | None:
@@ -131,7 +128,7 @@ class PRMReward:
         return out
 
 
-def prm_reward_func(prm: str | Path | Any, *, server: Any = None, aggregate: Aggregate = "min",
+def prm_reward_func(prm: str | Path | Any, *, server: Any = None, aggregate: StepAggregation = "min",
                     splitter: str | Callable[[str], list[str]] = "\n", **options: Any) -> PRMReward:
     """A proctor PRM (a folder, a served PRM through `server`, or a scorer) as a TRL reward function,
     `(prompts, completions, **kwargs) -> list[float | None]` (module docstring); `options`: `problem`,

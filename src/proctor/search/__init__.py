@@ -9,7 +9,13 @@ on a list of tasks into a trajectory store.
 
 from proctor.search import agents as _agents  # noqa: F401  (registers the agent kind best-of-n)
 from proctor.search.agents import BestOfNConfig
-from proctor.search.aggregate import AGGREGATIONS, aggregate, answer_weights, best_index, weighted_best_index
+from proctor.search.aggregate import (
+    STEP_AGGREGATIONS,
+    aggregate,
+    answer_weights,
+    best_index,
+    weighted_best_index,
+)
 from proctor.search.best_of_n import BestOfNAgent, merge_candidates, rank
 from proctor.search.budget import Budget, trajectory_budget
 from proctor.search.registry import (
@@ -28,7 +34,7 @@ from proctor.search.tree import TreeSearch
 from proctor.search.tree_method import BeamConfig, DVTSConfig
 
 __all__ = [
-    "AGGREGATIONS", "BeamConfig", "BestOfNAgent", "BestOfNConfig", "Budget", "DVTSConfig", "Rerank", "SearchConfig",
+    "STEP_AGGREGATIONS", "BeamConfig", "BestOfNAgent", "BestOfNConfig", "Budget", "DVTSConfig", "Rerank", "SearchConfig",
     "SearchJob", "SearchResult", "SearchRunConfig", "SearchSpec", "StepBestOfNConfig", "TrajectoryBestOfNConfig",
     "TreeSearch", "aggregate", "answer_weights", "best_index", "get_search", "merge_candidates", "rank", "rerank",
     "run_search", "search_config", "search_methods", "trajectory_budget", "weighted_best_index",

@@ -1,4 +1,5 @@
-"""Step-score aggregation and best-of-N selection: pure functions (docs/methods.md §8.2).
+"""Step-score aggregation and best-of-N selection: pure functions (docs/methods.md §8.2); the one `aggregate` of
+step scores, used by search and by the TRL reward function (`proctor.integrations.rewards`).
 
 A trajectory (or a partial beam) with PRM step scores s_1..s_T in [0, 1] gets one score:
 
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
-Aggregation = Literal["last", "min", "prod", "mean"]
-AGGREGATIONS: tuple[str, ...] = ("last", "min", "prod", "mean")
+#: how step scores make one score (not to be confused with a loss's aggregation, `proctor.rl.policy_losses`)
+StepAggregation = Literal["last", "min", "prod", "mean"]
+STEP_AGGREGATIONS: tuple[str, ...] = get_args(StepAggregation)
 
 
-def aggregate(scores: Sequence[float], how: Aggregation = "last") -> float:
+def aggregate(scores: Sequence[float], how: StepAggregation = "last") -> float:
     """One score for a sequence of step scores (see module docstring); an empty sequence is an error."""
     if not scores:
         raise ValueError("cannot aggregate an empty list of step scores")
@@ -36,7 +38,7 @@ def aggregate(scores: Sequence[float], how: Aggregation = "last") -> float:
         return float(math.prod(scores))
     if how == "mean":
         return math.fsum(scores) / len(scores)
-    raise ValueError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
+    raise ValueError(f"unknown aggregation {how!r}; choose one of {', '.join(STEP_AGGREGATIONS)}")
 
 
 def best_index(values: Sequence[float | None]) -> int:

@@ -15,7 +15,13 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from proctor.search.aggregate import Aggregation, aggregate, answer_weights, best_index, weighted_best_index
+from proctor.search.aggregate import (
+    StepAggregation,
+    aggregate,
+    answer_weights,
+    best_index,
+    weighted_best_index,
+)
 from proctor.trajectory import Trajectory
 
 AnswerKey = Literal["last_action", "final_observation"]
@@ -38,7 +44,7 @@ class Rerank:
 
 
 def rerank(attempts: Sequence[Trajectory], step_scores: Sequence[Sequence[float] | None],
-           how: Aggregation = "last", weighted: bool = False, answer: AnswerKey = "last_action") -> Rerank:
+           how: StepAggregation = "last", weighted: bool = False, answer: AnswerKey = "last_action") -> Rerank:
     """Pick one of `attempts` (one task's N attempts) by their aggregated PRM step scores (module docstring)."""
     if not attempts:
         raise ValueError("rerank needs at least one attempt")

@@ -15,7 +15,7 @@ from proctor.agents.registry import AgentConfig
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.rollout.engine import rollout
-from proctor.search.aggregate import Aggregation
+from proctor.search.aggregate import StepAggregation
 from proctor.search.budget import Budget, trajectory_budget
 from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
 from proctor.search.rerank import AnswerKey, rerank
@@ -33,7 +33,7 @@ class TrajectoryBestOfNConfig(PRMSearchSpec):
     agent: AgentConfig | None = Field(default=None, description="policy that makes the attempts")
     source: Path | None = Field(default=None, description="or: a store holding samples 0..N·samples−1 per task")
     n: int = Field(default=8, ge=1, description="attempts per task")
-    aggregation: Aggregation = Field(default="last", description="an attempt's score from its step scores: "
+    aggregation: StepAggregation = Field(default="last", description="an attempt's score from its step scores: "
                                      "last (the last step's), min, prod (their product) or mean")
     weighted: bool = Field(default=False, description="weighted best-of-N: sum the aggregates per answer")
     answer: AnswerKey = Field(default="last_action", description="what weighted best-of-N votes on")

@@ -39,7 +39,7 @@ from proctor.episode import Episode, WorkItem, termination_of
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.rollout.pools import HostedEnvPool, make_pool
-from proctor.search.aggregate import Aggregation, aggregate
+from proctor.search.aggregate import StepAggregation, aggregate
 from proctor.search.best_of_n import Merged, chosen, merge_candidates
 from proctor.search.budget import Budget
 from proctor.seeding import stable_seed
@@ -123,7 +123,7 @@ class TreeSearch:
     searches in flight, each with B·M env slots of one pool."""
 
     def __init__(self, spec: EnvSpec, agent: Agent, scorer: StepScorer, *, beams: int, expansions: int,
-                 aggregation: Aggregation = "last", selection: Selection = "beam", states_per_pass: int | None = None,
+                 aggregation: StepAggregation = "last", selection: Selection = "beam", states_per_pass: int | None = None,
                  split: str = "test", run_seed: int = 0, name: str = "beam"):
         if beams < 1 or expansions < 1:
             raise ValueError(f"beams and expansions must be >= 1, got {beams} and {expansions}")

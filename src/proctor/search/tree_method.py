@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from proctor.agents.registry import AgentConfig
-from proctor.search.aggregate import Aggregation
+from proctor.search.aggregate import StepAggregation
 from proctor.search.registry import PRMSearchSpec, SearchJob, register_search
 from proctor.search.tree import TreeSearch
 
@@ -17,7 +17,7 @@ class TreeSearchSpec(PRMSearchSpec):
     agent: AgentConfig = Field(description="the policy that proposes candidate actions: {kind: ..., ...}")
     beams: int = Field(default=4, ge=1, description="B: beams kept (beam) or independent subtrees (dvts)")
     expansions: int = Field(default=4, ge=1, description="M: candidates drawn per node (B·M at the root)")
-    aggregation: Aggregation = Field(default="last", description="how a node's step scores make its value")
+    aggregation: StepAggregation = Field(default="last", description="how a node's step scores make its value")
 
 
 class BeamConfig(TreeSearchSpec):
