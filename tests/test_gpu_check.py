@@ -87,9 +87,10 @@ def test_the_dry_run_records_every_step_into_out(tmp_path):
     of what comes back from the GPU machine."""
     out, work = tmp_path / "out", tmp_path / "work"
     env = {**os.environ, "GPU_CHECK_DRY": "1", "OUT": str(out), "GPU_CHECK_WORK": str(work),
-           "GPU_CHECK_QS_SCALE": "0.001", "GPU_CHECK_BUDGET_S": "1500", "PYTHON": sys.executable}
+           "GPU_CHECK_QS_SCALE": "0.001", "GPU_CHECK_CAP_SCALE": "4", "GPU_CHECK_BUDGET_S": "2400",
+           "PYTHON": sys.executable}
     res = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=1800, check=False)
+                         text=True, timeout=2700, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     record = json.loads((out / "gpu_check.json").read_text())
     assert record["dry_run"] is True and record["dependencies"]["ok"] is True
