@@ -23,6 +23,8 @@ ELSEWHERE = ("alfworld", "trl")
 #: example → (config class, the stand-ins it needs: model folders, trajectory stores)
 CONFIGS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "pipeline/quickstart-household.yaml": ("proctor.pipeline.config:PipelineConfig", (), ()),
+    "household/smollm2.yaml": ("proctor.pipeline.config:PipelineConfig", (), ()),
+    "household/tiny-equal-data.yaml": ("proctor.pipeline.config:PipelineConfig", (), ()),
     "stages/prm.yaml": ("proctor.prm.config:PRMTrainConfig", (), ()),
     "prm/big.yaml": ("proctor.prm.config:PRMTrainConfig", (), ()),
     "prm/lik.yaml": ("proctor.prm.likelihood:LikelihoodPRMConfig", ("runs/sft-exp/sft",),
@@ -98,3 +100,28 @@ def test_the_measured_options_are_in_the_examples():
     assert (anchored.n_actions, anchored.beta, anchored.loss) == (8, 0.5, "sigmoid")
     lik = yaml.safe_load((EXAMPLES / "prm" / "lik.yaml").read_text())
     assert (lik["steps"], lik["anchor_weight"]) == (4000, 1.0)
+
+
+def test_the_household_smollm2_recipes_compare_at_equal_data():
+    """examples/household/: tiny-equal-data.yaml shares smollm2.yaml's env, seed and demonstrations (so `--reuse`
+    copies them) and its 200 test tasks, and its model and SFT are the quickstart's; SmolLM2's π0, Q0 and π1 follow
+    the quickstart's recipe (choice policy, anchored likelihood PRM, best-of-8 distillation), every row on the
+    same 200 test tasks."""
+    from proctor.pipeline.config import PipelineConfig
+
+    def load(name: str) -> PipelineConfig:
+        return PipelineConfig.model_validate(yaml.safe_load((EXAMPLES / name).read_text()))
+
+    smol, tiny = load("household/smollm2.yaml"), load("household/tiny-equal-data.yaml")
+    quickstart = load("pipeline/quickstart-household.yaml")
+    for field in ("env", "env_kwargs", "seed", "workers", "step_timeout", "demos"):
+        assert getattr(tiny, field) == getattr(smol, field) == getattr(quickstart, field), field
+    assert smol.model.path == "../runs/smollm2" and tiny.model == quickstart.model
+    assert tiny.sft.model_dump(exclude_unset=True) == quickstart.sft.model_dump(exclude_unset=True)
+    test_tasks = {(c.evaluate.split, c.evaluate.tasks, c.evaluate.samples) for c in (smol, tiny, quickstart)}
+    assert test_tasks == {("test", 200, 1)}
+    assert [e.name for e in tiny.evaluate.entries] == ["policy"] and tiny.iterations == 0
+    assert [e.name for e in smol.evaluate.entries] == ["policy", "best-of-8 (PRM Q0)"] and smol.iterations == 1
+    assert smol.policy_agent["kind"] == "choice" and smol.policy_agent["prompt"] == quickstart.policy_agent["prompt"]
+    assert (smol.prm.kind, str(smol.prm.anchor), smol.improve.method, smol.improve.init) == (
+        "likelihood", "$demos", "bon-distill", "$prm")

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.xdist_group("examples_run")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-#: folders of examples/ whose recipes are run by their own tests (the quickstart, tests/test_alfworld_recipe.py)
-ELSEWHERE = ("alfworld", "pipeline")
+#: folders of examples/ whose recipes are run by their own tests (the quickstart, tests/test_alfworld_recipe.py;
+#: household/'s `proctor run` recipes by `test_the_household_recipes_run_at_a_tiny_scale` below)
+ELSEWHERE = ("alfworld", "pipeline", "household")
 
 #: the size fields (dotted keys) and the tiny values they get, set only where the recipe has the key
 SIZES: dict[str, Any] = {
@@ -247,3 +248,46 @@ def test_recipe_runs_at_a_tiny_scale(name, runs, tmp_path):
     data, sized, _ = tiny(name, runs, tmp_path)
     assert sized, f"examples/{name}: no size field was made small"
     RECIPES[name](data)
+
+
+def household_tiny(name: str, out: Path, model: Path) -> dict[str, Any]:
+    """A `proctor run` recipe of examples/household/ at toy sizes: a few tasks, episodes and trainer steps, the
+    episodes 8 steps long (the searching expert wins some of the 6 demonstration tasks in 8), `model.path` the
+    session's tiny model (`model.tiny` a smaller one), best-of-2; the stages, agents, PRM kind and improvement as
+    shipped."""
+    data = yaml.safe_load((EXAMPLES / name).read_text())
+    data["out"] = str(out)
+    data["env_kwargs"]["max_steps"] = 8
+    data["model"] = {"path": str(model)} if "path" in data["model"] else {
+        "tiny": {"hidden_size": 32, "layers": 1, "heads": 2, "vocab_size": 400}}
+    data["demos"] |= {"tasks": 6}
+    data["sft"] |= {"steps": 2, "batch_size": 2}
+    data["rollout"] |= {"tasks": 2, "samples": 2, "batch": 4}
+    data["prm"] |= {"steps": 2, "batch_size": 2} | ({"anchor_batch_size": 2} if "anchor" in data["prm"] else {})
+    if "improve" in data:
+        data["improve"] |= {"max_states": 4, "n": 2, "epochs": 1, "batch_size": 2}
+    data["evaluate"] |= {"tasks": 2, "batch": 2}
+    for entry in data["evaluate"]["entries"]:
+        if entry["agent"]["kind"] == "best-of-n":
+            entry["agent"]["n"] = 2
+    return data
+
+
+@pytest.mark.slow
+def test_the_household_recipes_run_at_a_tiny_scale(tiny_model_dir, tmp_path):
+    """examples/household/: smollm2.yaml's loop runs end to end (on the tiny model), every row paired with π0, and
+    tiny-equal-data.yaml run with `--reuse` of it copies its demonstrations and trains its own π0 on them."""
+    from proctor.pipeline import PipelineConfig, run_pipeline
+
+    smol = PipelineConfig.model_validate(household_tiny("household/smollm2.yaml", tmp_path / "smollm2", tiny_model_dir))
+    summary = run_pipeline(smol)
+    rows = [(r["iteration"], r["policy"], r["episodes"]) for r in summary["results"]]
+    assert rows == [(0, "policy", 2), (0, "best-of-8 (PRM Q0)", 2), (1, "policy", 2)]
+    assert all(r["vs_first"]["iteration"] == 0 for r in summary["results"][1:])
+    tiny = PipelineConfig.model_validate(household_tiny("household/tiny-equal-data.yaml", tmp_path / "tiny",
+                                                        tiny_model_dir))
+    summary = run_pipeline(tiny, reuse=smol.out)
+    assert [(r["iteration"], r["policy"], r["episodes"]) for r in summary["results"]] == [(0, "policy", 2)]
+    stages = json.loads((tiny.out / "manifest.json").read_text())["stages"]
+    assert stages["demos"]["reused_from"] == str(smol.out) and "reused_from" not in stages["iter-0/sft"]
+    assert TrajectoryStore.open(tiny.out / "demos").load() == TrajectoryStore.open(smol.out / "demos").load()
