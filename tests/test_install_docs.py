@@ -82,6 +82,6 @@ def test_the_processbench_download_is_what_proctor_reads(tmp_path):
 def test_the_alfworld_recipe_says_where_its_policy_runs():
     """The GPU block's rollouts and evaluations run in-process unless the pipeline serves π_k itself
     (`generation: {engine: vllm}`, `proctor.pipeline.run.served_generation`)."""
-    page = (ROOT / "examples" / "alfworld" / "README.md").read_text()
+    page = " ".join((ROOT / "examples" / "alfworld" / "README.md").read_text().split())  # lines joined
     assert "Only `improve` goes through the managed server" not in page
-    assert "top-level `generation: {engine:" in page
+    assert "top-level `generation: {engine: vllm" in page and "`prm_serving: {engine: server}`" in page
