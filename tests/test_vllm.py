@@ -231,8 +231,8 @@ def test_proctor_run_samples_from_the_served_iterate(policy_server, smol_dir, tm
         trajs = TrajectoryStore.open(tmp_path / "run" / store).load()
         assert trajs and all(f"served as policy@http://127.0.0.1:{port}/v1" in t.agent for t in trajs), store
     assert [r["policy"] for r in summary["results"]] == ["policy"]
-    assert (tmp_path / "run" / "vllm.log").read_text().count("Application startup complete") == 2  # π0, twice:
-    # rollouts, then (after the PRM trained with the server stopped) the evaluation
+    # one server for the whole run: on the CPU there is no device memory to free while the PRM trains
+    assert (tmp_path / "run" / "vllm.log").read_text().count("Application startup complete") == 1
 
 
 def test_bon_distill_scores_the_proposals_on_a_managed_server(policy_server, smol_dir, tmp_path):
@@ -280,3 +280,54 @@ def test_a_likelihood_prm_scores_remotely_as_locally_and_drives_best_of_n(prm_se
                     progress=False)
     (traj,) = store.load()
     assert traj.termination != "agent_error" and traj.steps and all(s.token_ids for s in traj.steps)
+
+
+def test_a_new_iterate_is_reloaded_in_place_without_a_restart(smol_dir, prefixes, tmp_path):
+    """`weight_reload`: the served weights become another iterate's (here SmolLM2 with every weight scaled), the
+    server's process kept: its choice scores are then the new iterate's, as a local model of it gives them. The
+    reload and a restart are timed (printed; the results page records them)."""
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.rl.served_policy import SERVED_NAME, ServedPolicy
+    from proctor.rl.served_policy import GenerationConfig as Backend
+
+    other = tmp_path / "iterate"
+    model = AutoModelForCausalLM.from_pretrained(smol_dir, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.down_proj.weight"):
+                p.mul_(0.5)
+    model.save_pretrained(other)
+    AutoTokenizer.from_pretrained(smol_dir).save_pretrained(other)
+    backend = Backend(engine="vllm", server=VLLMServerConfig(dtype="float32", max_model_len=2048,
+                                                             max_num_batched_tokens=32768))
+    served = ServedPolicy(backend.model_copy(update={"server": backend.server.model_copy(
+        update={"weight_reload": True})}), str(smol_dir), lora=False, log_file=tmp_path / "vllm.log")
+    try:
+        started = time.perf_counter()
+        assert served.follow(str(smol_dir)) == SERVED_NAME
+        start_s = time.perf_counter() - started
+        pid = served.server.pid
+        client = ServerRef(base_url=served.server.base_url).client()
+        before = ChoiceAgent(smol_dir, server=client).score(prefixes)
+        started = time.perf_counter()
+        served.follow(str(other))
+        reload_s = time.perf_counter() - started
+        assert served.server.pid == pid and served.server.model == str(other)
+        after = ChoiceAgent(other, server=client).score(prefixes)
+        local = ChoiceAgent(other, device="cpu", dtype="float32").score(prefixes)
+        for a, b in zip(local, after, strict=True):
+            assert [c.meta["choice_logprob"] for c in b] == pytest.approx([c.meta["choice_logprob"] for c in a],
+                                                                           abs=5e-4)
+        assert any(abs(x.meta["choice_logprob"] - y.meta["choice_logprob"]) > 1e-2
+                   for a, b in zip(before, after, strict=True) for x, y in zip(a, b, strict=True))
+        started = time.perf_counter()
+        served.server.restart(other)
+        restart_s = time.perf_counter() - started
+        print(json.dumps({"start_s": round(start_s, 1), "reload_in_place_s": round(reload_s, 1),
+                          "restart_s": round(restart_s, 1), "restart_over_reload": round(restart_s / reload_s, 1)}))
+    finally:
+        served.stop()

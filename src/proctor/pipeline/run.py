@@ -442,6 +442,13 @@ class Pipeline:
         return stage.trains and (launch.launches(stage.name) or (self.cfg.devices.training is not None
                                                                  and stage.name in launch.stages))
 
+    def frees_devices_to_train(self) -> bool:
+        """Whether the vLLM server stops while a stage trains: when it shares CUDA devices with training (on the CPU
+        there is no device memory to free, and with a device plan apart each has its own GPUs)."""
+        import torch
+
+        return torch.cuda.is_available() and not self.cfg.devices.apart
+
     def command(self, stage: Stage) -> str:
         """The exact command that runs `stage` (under its launcher when it is launched)."""
         return stage_command(self.out, stage.key, self.cfg.launch.words() if self.launched(stage) else None)
@@ -467,10 +474,10 @@ class Pipeline:
                     shutil.rmtree(stage.out)
                 barrier()
                 return inner_train()
-        if self.served is not None and stage.trains and not self.cfg.devices.apart:
+        if self.served is not None and stage.trains and self.frees_devices_to_train():
             served, inner = self.served, run
 
-            def run() -> Any:  # training needs the device's memory; the next stage that samples restarts it
+            def run() -> Any:  # training needs the GPUs' memory; the next stage that samples restarts it
                 served.stop()
                 return inner()
         elif self.served is not None and stage.serves is not None:
@@ -584,8 +591,9 @@ def run_stage(cfg: PipelineConfig, key: str, result_file: Path | None = None) ->
 
 
 def served_generation(cfg: PipelineConfig) -> Any:
-    """The run's vLLM server (`generation: {engine: vllm}`): full weights, restarted on each new iterate, on one
-    port kept in `out/vllm.json` so that a resumed run's agents (and so its stores) are the same."""
+    """The run's vLLM server (`generation: {engine: vllm}`): full weights, each new iterate reloaded in place
+    (`weight_reload`; a restart when that fails), on one port kept in `out/vllm.json` so that a resumed run's
+    agents (and so its stores) are the same; on the device plan's `devices.generation` when given."""
     from proctor.rl.served_policy import ServedPolicy
     from proctor.serving.vllm_server import free_port
 
@@ -593,7 +601,7 @@ def served_generation(cfg: PipelineConfig) -> Any:
     port = cfg.generation.server.port or (json.loads(record.read_text())["port"] if record.is_file() else free_port())
     cfg.out.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"port": port}))
-    server = cfg.generation.server.model_copy(update={"port": port})
+    server = cfg.generation.server.model_copy(update={"port": port, "weight_reload": True})
     if cfg.devices.generation is not None:  # the device plan's GPUs for the server
         from proctor.pipeline.launch import DevicePlan
 

@@ -6,7 +6,8 @@ with the starting policy, logging to `output_dir/vllm.log`) instead of the in-me
 
 - LoRA training: the server runs with LoRA enabled and each saved iterate's adapters
   (`<iter>/policy/adapter/`) are hot-loaded under the iteration's name (`iter-k`), which the sampler asks for;
-- full training: the server restarts on the saved iterate's folder.
+- full training: the server reloads the saved iterate's weights in place (`weight_reload`; vLLM's
+  `reload_weights`), or restarts on its folder.
 
 The sampler renders prompts with the shared renderer and sends them to the completions endpoint, so the token
 ids the trainers rebuild for a prompt are those the server saw, and stores the generated ids. `hf` agents
@@ -18,14 +19,16 @@ The server is stopped by `stop_generation_server` at the end of a run (and at in
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.agents.base import Agent
-from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig
+from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig, VLLMServerError
 from proctor.training.policy import ADAPTER_DIR
 
 log = logging.getLogger(__name__)
@@ -58,19 +61,36 @@ class ServedPolicy:
         """Serve the iterate saved in `current` (starting or restarting the server as needed); returns the model
         name to ask for."""
         adapter = Path(current) / ADAPTER_DIR
-        if self.lora and (adapter / "adapter_config.json").is_file():
+        on_served_base = (adapter / "adapter_config.json").is_file() and same_model(adapter_base(adapter),
+                                                                                     self.server.model)
+        if self.lora and on_served_base:
             if not self.server.running:
                 self.server.start()  # the base model; adapters are loaded on top
             name = Path(current).parent.name or "iterate"
             if self.server.adapters.get(name) != str(adapter):
                 self.model = self.server.load_lora(name, adapter)
-        elif not self.server.running or current != self.server.model:
+        elif not self.server.running:
             self.server.restart(current)
             self.model = SERVED_NAME
+        elif current != self.server.model:
+            self.reload(current)
         if current != self.current:
             log.info("vLLM now serves %s as %r", current, self.model)
         self.current = current
         return self.model
+
+    def reload(self, current: str) -> None:
+        """Serve the full weights in `current`: in place where the server allows it (`weight_reload`), else (or
+        when the reload fails) by a restart."""
+        if self.server.config.weight_reload:
+            try:
+                self.server.reload_weights(current)
+                self.model = SERVED_NAME
+                return
+            except (VLLMServerError, httpx.HTTPError) as e:
+                log.warning("vLLM: reloading %s in place failed (%s); restarting on it", current, e)
+        self.server.restart(current)
+        self.model = SERVED_NAME
 
     def agent_config(self, agent: dict[str, Any]) -> dict[str, Any]:
         """The config of the agent that samples from the served iterate as `agent` (kind hf or choice, its `model`
@@ -97,6 +117,18 @@ class ServedPolicy:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+def adapter_base(adapter: Path) -> str | None:
+    """The folder (or hub name) of the model a saved LoRA adapter was trained on."""
+    return json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path")
+
+
+def same_model(a: str | None, b: str | None) -> bool:
+    """Whether two model references name the same model (folders compared resolved)."""
+    if a is None or b is None:
+        return False
+    return Path(a).resolve() == Path(b).resolve() if Path(a).exists() and Path(b).exists() else a == b
 
 
 _RUNS: dict[str, ServedPolicy] = {}

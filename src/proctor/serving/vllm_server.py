@@ -72,6 +72,9 @@ class VLLMServerConfig(BaseModel):
                                     "its own GPUs; vLLM spreads the requests over them (--data-parallel-size)")
     api_key_env: str | None = Field(default=None, description="environment variable holding the key every "
                                     "request must carry (None: none)")
+    weight_reload: bool = Field(default=False, description="serve vLLM's development endpoints "
+                                "(VLLM_SERVER_DEV_MODE, on 127.0.0.1 like the rest) so that a new iterate's weights "
+                                "reload in place (`reload_weights`), the server process kept, instead of a restart")
     start_timeout: float = Field(default=600.0, gt=0, description="seconds to wait for the server to answer")
     extra_args: list[str] = Field(default_factory=list, description="more api_server flags, verbatim")
     env: dict[str, str] = Field(default_factory=dict, description="more environment variables for the server")
@@ -151,6 +154,8 @@ class VLLMServer:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if self._key:
             env["VLLM_API_KEY"] = self._key  # vLLM reads its --api-key from here: the key is never on a command line
+        if self.config.weight_reload:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         return env
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -221,6 +226,22 @@ class VLLMServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (None when it is not running)."""
+        return self._proc.pid if self.running and self._proc is not None else None
+
+    def reload_weights(self, model: str | os.PathLike) -> None:
+        """Load the full weights saved in `model` (the same architecture and tokenizer) into the running server in
+        place (vLLM's `reload_weights`, a `weight_reload` server), and drop the prefix cache computed with the old
+        ones; the server keeps its process, name and port."""
+        if not self.config.weight_reload:
+            raise VLLMServerError("reload_weights needs a server started with weight_reload: true")
+        self._post("collective_rpc", {"method": "reload_weights",
+                                      "kwargs": {"weights_path": str(Path(model).resolve())}})
+        self._post("reset_prefix_cache", {})
+        self.model = str(model)
+
     def __enter__(self) -> Self:
         return self.start()
 
@@ -250,9 +271,11 @@ class VLLMServer:
         return [m["id"] for m in resp.json()["data"]]
 
     def _post(self, path: str, body: dict[str, Any]) -> None:
-        resp = httpx.post(f"{self.base_url}/{path}", json=body, headers=self._headers(), timeout=300)
+        """POST to the server; the development endpoints (collective_rpc, reset_prefix_cache) are at its root."""
+        root = self.base_url.removesuffix("/v1") if path in ("collective_rpc", "reset_prefix_cache") else self.base_url
+        resp = httpx.post(f"{root}/{path}", json=body, headers=self._headers(), timeout=300)
         if resp.status_code != 200:
-            raise VLLMServerError(f"{self.base_url}/{path} answered HTTP {resp.status_code}: {resp.text[:500]}")
+            raise VLLMServerError(f"{root}/{path} answered HTTP {resp.status_code}: {resp.text[:500]}")
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
