@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from proctor.cli.config_kinds import wrong_command
 from proctor.cli.options import console, fail, load_yaml_config
 from proctor.cli.root import app
+
+T = TypeVar("T")
 
 
 def print_stage(stage: str, record: dict[str, Any]) -> None:
@@ -85,6 +88,26 @@ def print_plan(cfg: Any) -> None:
     console.print(f"{len(stages)} stages; nothing was run (--dry-run)", highlight=False)
 
 
+def one_line_errors(run: Callable[[], T]) -> T:
+    """`run()`, with what a stage raises for the user to act on (a bad config or input, a missing extra, a failed
+    env, agent or rank) as one line, and Ctrl-C as one line saying that the same command resumes; `proctor --debug
+    run ...` shows the traceback."""
+    from proctor.cli.errors import debug_enabled
+    from proctor.cli.rollout_cmd import stopped
+    from proctor.pipeline.launch import RankFailure
+    from proctor.rollout.engine import AgentFailing
+    from proctor.rollout.failures import EnvFailures
+
+    try:
+        return run()
+    except (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing) as e:
+        if debug_enabled():
+            raise
+        fail(e)
+    except KeyboardInterrupt as e:
+        stopped(e)
+
+
 @app.command("run")
 def run_cmd(
     config: Annotated[Path, typer.Argument(help="the loop's YAML config, e.g. "
@@ -108,15 +131,7 @@ def run_cmd(
     directory."""
     from pydantic import ValidationError
 
-    from proctor.cli.errors import debug_enabled
-    from proctor.cli.rollout_cmd import stopped
     from proctor.pipeline import PipelineConfig, run_pipeline
-    from proctor.pipeline.launch import RankFailure
-    from proctor.rollout.engine import AgentFailing
-    from proctor.rollout.failures import EnvFailures
-
-    #: what a stage raises for the user to act on: one line each (`proctor --debug run ...`: the traceback)
-    failures = (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing)
     from proctor.pipeline.table import result_tables
 
     data = load_yaml_config(config)
@@ -135,25 +150,11 @@ def run_cmd(
     if stage is not None:
         from proctor.pipeline.run import run_stage
 
-        try:
-            record = run_stage(cfg, stage, result_file)
-        except failures as e:
-            if debug_enabled():
-                raise
-            fail(e)
-        except KeyboardInterrupt as e:
-            stopped(e)
+        record = one_line_errors(lambda: run_stage(cfg, stage, result_file))
         if result_file is None:
             print_stage(stage, record)
         return
-    try:
-        summary = run_pipeline(cfg, report=print_stage, reuse=reuse)
-    except failures as e:
-        if debug_enabled():
-            raise
-        fail(e)
-    except KeyboardInterrupt as e:
-        stopped(e)
+    summary = one_line_errors(lambda: run_pipeline(cfg, report=print_stage, reuse=reuse))
     for table in result_tables(summary):
         console.print(table)
     from proctor.evaluation.report import build_report

@@ -10,16 +10,14 @@ search and trainer configs); the loop does not start that server yet.
 
 from __future__ import annotations
 
-import atexit
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.serving.process import ServerProcess
 
 
 class PRMServingSection(BaseModel):
@@ -42,9 +40,9 @@ class ServedPRM:
     """The `proctor prm serve` process of a run (see module docstring), on 127.0.0.1:`port`."""
 
     def __init__(self, section: PRMServingSection, port: int, log_file: Path, env: dict[str, str] | None = None):
-        self.section, self.port, self.log_file, self.env = section, port, log_file, env or {}
+        self.section, self.port, self.env = section, port, env or {}
         self.current: str | None = None
-        self._proc: subprocess.Popen | None = None
+        self._process = ServerProcess("the PRM server", log_file)
 
     @property
     def base_url(self) -> str:
@@ -54,57 +52,19 @@ class ServedPRM:
         """The `prm_server` an agent, search or evaluation config takes to score here."""
         return {"base_url": self.base_url}
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def follow(self, prm: Path) -> None:
         """Serve the PRM saved in `prm` (starting, or restarting on another PRM)."""
-        if self.running and self.current == str(prm):
+        if self._process.running and self.current == str(prm):
             return
-        self.stop()
+        self._process.stop()
         command = [sys.executable, "-m", "proctor", "prm", "serve", str(prm), "--port", str(self.port),
                    "--batch-size", str(self.section.batch_size), "--device", self.section.device]
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as out:
-            out.write(f"$ {' '.join(command)}\n".encode())
-            out.flush()
-            self._proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                          env={**os.environ, **self.env})
-        atexit.register(self.stop)
+        self._process.start(command, {**os.environ, **self.env}, f"{self.base_url}/health",
+                            self.section.start_timeout)
         self.current = str(prm)
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.section.start_timeout
-        while True:
-            if self._proc is None or self._proc.poll() is not None:
-                code = self._proc.returncode if self._proc is not None else None
-                self._proc = None
-                raise RuntimeError(f"the PRM server exited with code {code} during start-up; see {self.log_file}")
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the PRM server did not answer within {self.section.start_timeout:.0f} s; see "
-                                   f"{self.log_file}")
-            time.sleep(0.5)
 
     def stop(self) -> None:
-        """End the server (SIGTERM, then SIGKILL after 30 s). Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        atexit.unregister(self.stop)
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        self._process.stop()
 
 
 def with_prm_server(value: Any, prm: str, ref: dict[str, Any]) -> Any:

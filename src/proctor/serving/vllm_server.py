@@ -12,7 +12,7 @@ makes one for the CPU), since its pins (transformers, torch) are not proctor's. 
   `restart(model)` serves new full weights;
 - stops with the run: `stop()` (also on leaving the `with` block and at interpreter exit) ends the whole process
   group, SIGTERM then SIGKILL; on Linux the server also gets SIGKILL if the process that started it dies
-  (`PR_SET_PDEATHSIG`), so no run leaves an orphan server.
+  (`proctor.serving.process.ServerProcess`), so no run leaves an orphan server.
 
 The API key (`api_key_env`, read from the environment, never logged) is passed to vLLM's `--api-key`, which
 then asks every request for it.
@@ -23,20 +23,16 @@ On the CPU build, `VLLM_CPU_KVCACHE_SPACE` (GiB of KV cache; 2 here) and the Int
 
 from __future__ import annotations
 
-import atexit
-import ctypes
 import logging
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any, Literal, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.serving.process import ServerProcess
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +93,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent (the thread that started it) dies (Linux prctl(2))."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-
-
 class VLLMServer:
     """A vLLM OpenAI server subprocess serving `model` as `served_name` (see module docstring)."""
 
@@ -115,7 +105,7 @@ class VLLMServer:
         self.port = self.config.port or free_port()
         self.log_file = Path(log_file) if log_file else Path(f"vllm-{self.port}.log")
         self.adapters: dict[str, str] = {}
-        self._proc: subprocess.Popen | None = None
+        self._process = ServerProcess("vLLM", self.log_file, VLLMServerError)
         self._key = os.environ.get(self.config.api_key_env) if self.config.api_key_env else None
         if self.config.api_key_env and not self._key:
             raise VLLMServerError(f"api_key_env: the environment variable {self.config.api_key_env} is not set")
@@ -160,58 +150,14 @@ class VLLMServer:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> Self:
-        if self._proc is not None:
-            raise VLLMServerError("the server is already running")
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "ab") as out:
-            out.write(f"$ {' '.join(self.command())}\n".encode())
-            out.flush()
-            self._proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                          env=self.environment(), start_new_session=True,  # stop() ends its group
-                                          preexec_fn=_die_with_parent)  # noqa: PLW1509 - one prctl call, no locks
-        atexit.register(self.stop)
         log.info("vLLM: starting %s on port %d (log: %s)", self.model, self.port, self.log_file)
-        self._wait_ready()
+        self._process.start(self.command(), self.environment(), f"{self.base_url}/models", self.config.start_timeout,
+                            self._headers())
         return self
-
-    def _wait_ready(self) -> None:
-        assert self._proc is not None
-        started = time.monotonic()
-        deadline = started + self.config.start_timeout
-        while True:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise VLLMServerError(f"vLLM exited with code {code} during start-up; last lines of "
-                                      f"{self.log_file}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=5).status_code == 200:
-                    log.info("vLLM: %s ready after %.0f s", self.served_name, time.monotonic() - started)
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise VLLMServerError(f"vLLM did not answer within {self.config.start_timeout:.0f} s; last lines "
-                                      f"of {self.log_file}:\n{self.log_tail()}")
-            time.sleep(1.0)
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the server's process group: SIGTERM, then SIGKILL after `timeout` s. Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        atexit.unregister(self.stop)
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        self._process.stop(timeout)
         self.adapters.clear()
 
     def restart(self, model: str | os.PathLike | None = None) -> None:
@@ -224,12 +170,12 @@ class VLLMServer:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._process.running
 
     @property
     def pid(self) -> int | None:
         """The server's process id (None when it is not running)."""
-        return self._proc.pid if self.running and self._proc is not None else None
+        return self._process.pid
 
     def reload_weights(self, model: str | os.PathLike) -> None:
         """Load the full weights saved in `model` (the same architecture and tokenizer) into the running server in
@@ -281,8 +227,5 @@ class VLLMServer:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return self._process.log_tail(lines)
 
