@@ -2,9 +2,9 @@
 
     train_prm(PRMTrainConfig(model={"backbone": "runs/tiny"}, data={"train": "d.jsonl"}, output_dir="runs/prm"))
 
-`train_prm`, top to bottom:
+`train_prm`, top to bottom (`prepare` does steps 1–3, so a mistake there is one line; `train_prepared` 4–5):
 
-1. inputs (`prepare`): the output folder (new or empty, unless `overwrite` or `resume`), the backbone reference
+1. inputs: the output folder (new or empty, unless `overwrite` or `resume`), the backbone reference
    and every data row are checked before any model loads (`train_data.check_inputs`);
 2. the PRM (`ProcessRewardModel.build`: float32 weights unless `precision: bf16-pure`, LoRA, activation
    checkpointing) and its examples, rendered and tokenized (`train_data`);
@@ -82,13 +82,17 @@ class PRMLoss:
 @dataclass
 class PreparedPRM:
     """What `prepare` made: the PRM to train, its tokenized examples (`evals`: None without `data.eval`), the
-    counts of `data.unlabelled_rows` (`kept_unlabelled`, `skipped`) and the checkpoint to resume from."""
+    counts of `data.unlabelled_rows` (`kept_unlabelled`, `skipped`), the loss, the run's global batches and
+    each one's epoch (`step_batches`), and the checkpoint to resume from."""
 
     cfg: PRMTrainConfig
     prm: ProcessRewardModel
     train: list[dict[str, Any]]
     evals: list[dict[str, Any]] | None
     data_report: dict[str, int]
+    loss: PRMLoss
+    batches: list[list[dict[str, Any]]]
+    epochs: list[int]
     resume: str | bool | None = None
 
 
@@ -139,8 +143,8 @@ def _check_output_dir(cfg: PRMTrainConfig, overwrite: bool, resume: str | bool |
 
 
 def prepare(cfg: PRMTrainConfig, *, overwrite: bool = False, resume: str | bool | None = None) -> PreparedPRM:
-    """Steps 1–2 of the module docstring: inputs checked (a mistake is one line, before any model loads), then
-    the PRM built and the data tokenized. `overwrite`: train into a non-empty `output_dir`; `resume`: a
+    """Steps 1–3 of the module docstring: inputs checked (a mistake is one line, before any model loads), then
+    the PRM built, the data tokenized and cut into batches. `overwrite`: train into a non-empty `output_dir`; `resume`: a
     checkpoint folder, or True for the last one in `output_dir`."""
     _check_output_dir(cfg, overwrite, resume)
     parts = world_size() * cfg.gradient_accumulation_steps
@@ -165,7 +169,9 @@ def prepare(cfg: PRMTrainConfig, *, overwrite: bool = False, resume: str | bool 
                  for split, data in raw.items()}
     if not tokenized["train"]:
         raise ValueError(f"{cfg.data.train}: no training example is left ({report})")
-    return PreparedPRM(cfg, prm, tokenized["train"], tokenized.get("eval"), report, resume)
+    loss = PRMLoss(cfg.loss, cfg.gamma, PRMCollator(prm.tokenizer.pad_token_id, cfg.packing, cfg.pack_width))
+    batches, epochs = step_batches(tokenized["train"], cfg, loss)
+    return PreparedPRM(cfg, prm, tokenized["train"], tokenized.get("eval"), report, loss, batches, epochs, resume)
 
 
 def step_batches(features: Sequence[Any], cfg: PRMTrainConfig, loss: PRMLoss) -> tuple[list[list[Any]], list[int]]:
@@ -206,7 +212,7 @@ def eval_loss(prm: ProcessRewardModel, features: Sequence[dict[str, Any]], loss:
 
 
 def train_prepared(prepared: PreparedPRM) -> PRMTrainResult:
-    """Steps 3–5 of the module docstring for what `prepare` made; every process calls it and returns once the
+    """Steps 4–5 of the module docstring for what `prepare` made; every process calls it and returns once the
     folder is complete."""
     from proctor.models.loading import resolve_dtype
     from proctor.training.distributed import barrier
@@ -214,12 +220,10 @@ def train_prepared(prepared: PreparedPRM) -> PRMTrainResult:
     from proctor.training.policy import cast_state_dict, saving_state_dict
 
     start = time.monotonic()
-    cfg, prm, out = prepared.cfg, prepared.prm, Path(prepared.cfg.output_dir)
-    loss = PRMLoss(cfg.loss, cfg.gamma, PRMCollator(prm.tokenizer.pad_token_id, cfg.packing, cfg.pack_width))
-    batches, epochs = step_batches(prepared.train, cfg, loss)
+    cfg, prm, out, loss = prepared.cfg, prepared.prm, Path(prepared.cfg.output_dir), prepared.loss
     # the PRM's checkpointing is its own (`build`, which also readies LoRA for it)
-    fitted = fit(prm, batches, loss, cfg.model_copy(update={"gradient_checkpointing": False}), out,
-                 label="prm train", epochs=epochs, resume_from_checkpoint=prepared.resume)
+    fitted = fit(prm, prepared.batches, loss, cfg.model_copy(update={"gradient_checkpointing": False}), out,
+                 label="prm train", epochs=prepared.epochs, resume_from_checkpoint=prepared.resume)
     trainer = fitted.trainer
     held_out = eval_loss(prm, prepared.evals, loss, cfg.batch_size) if prepared.evals else None
     state_dict = saving_state_dict(trainer)  # gathered by every process under FSDP / ZeRO-3
