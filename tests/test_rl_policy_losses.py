@@ -10,7 +10,7 @@ import torch
 from proctor.rl.policy_losses import (
     KL_PENALTIES,
     POLICY_LOSSES,
-    aggregate,
+    aggregate_loss,
     masked_mean,
     pg_loss,
     ppo_clip_loss,
@@ -49,12 +49,12 @@ def test_ppo_gradient_is_zero_where_clipped():
 def test_aggregations_hand_computed():
     loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
     mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
-    assert float(aggregate(loss, mask, "token-mean")) == pytest.approx(10 / 4)
-    assert float(aggregate(loss, mask, "seq-mean-token-mean")) == pytest.approx((2 + 4) / 2)
-    assert float(aggregate(loss, mask, "seq-mean-token-sum")) == pytest.approx((6 + 4) / 2)
+    assert float(aggregate_loss(loss, mask, "token-mean")) == pytest.approx(10 / 4)
+    assert float(aggregate_loss(loss, mask, "seq-mean-token-mean")) == pytest.approx((2 + 4) / 2)
+    assert float(aggregate_loss(loss, mask, "seq-mean-token-sum")) == pytest.approx((6 + 4) / 2)
     assert float(masked_mean(loss, torch.zeros(3, 3))) == 0.0
     with pytest.raises(ValueError, match="unknown aggregation"):
-        aggregate(loss, mask, "sum")
+        aggregate_loss(loss, mask, "sum")
 
 
 def test_pg_loss():

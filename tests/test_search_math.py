@@ -111,3 +111,19 @@ def test_best_of_n_probabilities_by_hand():
     assert best_of_n_probabilities([0.0, 1.0], [1.0, 0.0], 8) == [0.0, 1.0]
     with pytest.raises(ValueError, match="need equal"):
         best_of_n_probabilities([1.0], [0.1, 0.2], 2)
+
+
+def test_step_score_and_loss_aggregation_have_a_name_each():
+    """`Aggregation` meant both; now the step scores' is `StepAggregation` (search, the TRL reward) and a loss's
+    over tokens is `LossAggregation` (`aggregate_loss`, the RL trainers)."""
+    import importlib
+    from typing import get_args
+
+    import proctor.rl.policy_losses as losses
+
+    steps = importlib.import_module("proctor.search.aggregate")  # `proctor.search.aggregate` is also the function
+
+    assert steps.STEP_AGGREGATIONS == get_args(steps.StepAggregation) == ("last", "min", "prod", "mean")
+    assert get_args(losses.LossAggregation) == ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+    assert not hasattr(steps, "Aggregation") and not hasattr(losses, "Aggregation")
+    assert not hasattr(losses, "aggregate")  # the one `aggregate` is the step scores'

@@ -52,7 +52,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.likelihood_critic import LikelihoodCritic
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.policy_losses import Aggregation
+from proctor.rl.policy_losses import LossAggregation
 from proctor.rl.replay import ReplayBuffer, ReplayTransition, transitions
 from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
@@ -91,7 +91,7 @@ class ArCHerConfig(OnlineConfig):
     train_actor: bool = Field(default=True, description="False: the LM stays frozen (CHAI)")
     actor_epochs: int = Field(default=1, ge=1, description="passes over each iteration's steps")
     minibatch_size: int = Field(default=16, ge=1, description="steps per actor step (the global batch)")
-    aggregation: Aggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
+    aggregation: LossAggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
     whiten_advantages: bool = Field(default=False, description="A ← (A − mean)/std over the iteration's steps "
                                     "(PPO's normalisation; ArCHer: off)")
     baseline: Literal["value", "expected"] = Field(

@@ -44,7 +44,7 @@ from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.policy_losses import Aggregation
+from proctor.rl.policy_losses import LossAggregation
 from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs, step_row
 from proctor.training.engine import FitResult, RowLoss, fit, shuffled, shuffled_batches
@@ -80,7 +80,7 @@ class GRPOConfig(OnlineConfig):
     clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
     clip_high: float | None = Field(default=None, gt=0, description="ε_high: clipped above at 1 + ε_high (None: "
                                     "clip_low, symmetric)")
-    aggregation: Aggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
+    aggregation: LossAggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
                                      "seq-mean-token-sum (`proctor.rl.policy_losses`)")
     kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
                            "reference)")

@@ -1,10 +1,12 @@
 """Policy-gradient losses, value losses and KL penalty estimators as pure tensor functions.
 
 Token-level tensors are [B, T] with a 0/1 `mask` of the tokens that count (the policy's own tokens; prompt,
-observation and padding tokens are 0). `aggregate` turns a per-token loss into a scalar:
+observation and padding tokens are 0). `aggregate_loss` turns a per-token loss into a scalar by its
+`LossAggregation` (not to be confused with the step-score aggregation of search, `proctor.search.aggregate`):
 `token-mean` (Σ ℓ·m / Σ m over the batch, DAPO's choice, arXiv 2503.14476), `seq-mean-token-mean` (the mean
-over sequences of each sequence's token mean, the original GRPO) or `seq-mean-token-sum`; `aggregate_sum` and
-`aggregation_items` are its numerator and denominator, for a loss summed over micro-batches (the engine).
+over sequences of each sequence's token mean, the original GRPO) or `seq-mean-token-sum`; `aggregate_loss_sum`
+and `loss_aggregation_items` are its numerator and denominator, for a loss summed over micro-batches (the
+engine).
 
 Registered in `POLICY_LOSSES`:
 - `ppo_clip` (Schulman et al. 2017, arXiv 1707.06347, eq. 7): ρ_t = exp(log π − log π_old),
@@ -31,7 +33,7 @@ from proctor.registry import Registry
 POLICY_LOSSES = Registry[Callable[..., Any]]("policy loss")
 KL_PENALTIES = Registry[Callable[..., Any]]("KL penalty estimator")
 
-Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+LossAggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 
 
 def _check_same_shape(**tensors: torch.Tensor) -> None:
@@ -46,16 +48,18 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * m).sum() / m.sum().clamp(min=1.0)
 
 
-def aggregation_items(mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
-    """What `aggregate` averages over: the tokens (`token-mean`) or the rows with tokens (`seq-mean-*`)."""
+def loss_aggregation_items(mask: torch.Tensor, mode: LossAggregation = "token-mean") -> torch.Tensor:
+    """What `aggregate_loss` averages over: the tokens (`token-mean`) or the rows with tokens
+    (`seq-mean-*`)."""
     m = mask.float()
     return m.sum() if mode == "token-mean" else (m.sum(dim=1) > 0).sum().float()
 
 
-def aggregate_sum(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
-    """Σ over `aggregation_items` of each item's loss: a token's ℓ (`token-mean`), a row's token mean or token
-    sum (`seq-mean-*`), so that `aggregate` = aggregate_sum / aggregation_items. The engine's `RowLoss` sums
-    this over micro-batches and divides by the step's items."""
+def aggregate_loss_sum(loss: torch.Tensor, mask: torch.Tensor, mode: LossAggregation = "token-mean"
+                       ) -> torch.Tensor:
+    """Σ over `loss_aggregation_items` of each item's loss: a token's ℓ (`token-mean`), a row's token mean or
+    token sum (`seq-mean-*`), so that `aggregate_loss` = aggregate_loss_sum / loss_aggregation_items. The engine's
+    `RowLoss` sums this over micro-batches and divides by the step's items."""
     _check_same_shape(loss=loss, mask=mask)
     m = mask.to(loss.dtype)
     if mode == "token-mean":
@@ -68,9 +72,9 @@ def aggregate_sum(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "t
     return per_row.sum()
 
 
-def aggregate(loss: torch.Tensor, mask: torch.Tensor, mode: Aggregation = "token-mean") -> torch.Tensor:
+def aggregate_loss(loss: torch.Tensor, mask: torch.Tensor, mode: LossAggregation = "token-mean") -> torch.Tensor:
     """A scalar from a per-token loss [B, T] (see module docstring); rows without tokens do not count."""
-    return aggregate_sum(loss, mask, mode) / aggregation_items(mask, mode).clamp(min=1.0)
+    return aggregate_loss_sum(loss, mask, mode) / loss_aggregation_items(mask, mode).clamp(min=1.0)
 
 
 def ppo_clip_tokens(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
@@ -95,19 +99,19 @@ def ppo_clip_tokens(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
 @POLICY_LOSSES.register("ppo_clip")
 def ppo_clip_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                   mask: torch.Tensor, clip_low: float = 0.2, clip_high: float | None = None,
-                  aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
+                  aggregation: LossAggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
     """`ppo_clip_tokens` aggregated, and its statistics as means over the tokens."""
     _check_same_shape(logprobs=logprobs, mask=mask)
     loss, stats = ppo_clip_tokens(logprobs, old_logprobs, advantages, clip_low, clip_high)
-    return aggregate(loss, mask, aggregation), {k: float(masked_mean(v, mask)) for k, v in stats.items()}
+    return aggregate_loss(loss, mask, aggregation), {k: float(masked_mean(v, mask)) for k, v in stats.items()}
 
 
 @POLICY_LOSSES.register("pg")
 def pg_loss(logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-            aggregation: Aggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
-    """REINFORCE: aggregate(−A·log π) (advantages are constants: detached)."""
+            aggregation: LossAggregation = "token-mean") -> tuple[torch.Tensor, dict[str, float]]:
+    """REINFORCE: aggregate_loss(−A·log π) (advantages are constants: detached)."""
     _check_same_shape(logprobs=logprobs, advantages=advantages, mask=mask)
-    loss = aggregate(-advantages.detach() * logprobs, mask, aggregation)
+    loss = aggregate_loss(-advantages.detach() * logprobs, mask, aggregation)
     return loss, {"logprob": float(masked_mean(logprobs.detach(), mask))}
 
 
@@ -126,9 +130,9 @@ def value_loss_tokens(values: torch.Tensor, returns: torch.Tensor, old_values: t
 
 def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
                old_values: torch.Tensor | None = None, clip: float | None = None,
-               aggregation: Aggregation = "token-mean") -> torch.Tensor:
+               aggregation: LossAggregation = "token-mean") -> torch.Tensor:
     """`value_loss_tokens` aggregated."""
-    return aggregate(value_loss_tokens(values, returns, old_values, clip), mask, aggregation)
+    return aggregate_loss(value_loss_tokens(values, returns, old_values, clip), mask, aggregation)
 
 
 @KL_PENALTIES.register("k1")

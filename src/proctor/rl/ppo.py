@@ -51,7 +51,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import prompt_ids
-from proctor.rl.policy_losses import Aggregation, aggregate_sum, value_loss_tokens
+from proctor.rl.policy_losses import LossAggregation, aggregate_loss_sum, value_loss_tokens
 from proctor.rl.served_policy import stop_generation_server
 from proctor.rl.step_rows import (
     KLReference,
@@ -97,7 +97,7 @@ class PPOConfig(OnlineConfig):
     clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
     clip_high: float | None = Field(default=None, gt=0, description="ε_high (None: clip_low, symmetric)")
     value_clip: float | None = Field(default=0.2, gt=0, description="ε of the clipped value loss (None: unclipped)")
-    aggregation: Aggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
+    aggregation: LossAggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
                                      "seq-mean-token-sum, for both losses")
     kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
                            "reference)")
@@ -275,7 +275,7 @@ class ValueLoss:
     `returns` and `old_values`) summed over the aggregation's items, which the weight counts (as
     `PolicyGradientLoss`)."""
 
-    def __init__(self, pad_id: int, clip: float | None, aggregation: Aggregation):
+    def __init__(self, pad_id: int, clip: float | None, aggregation: LossAggregation):
         self.pad_id, self.clip, self.aggregation = pad_id, clip, aggregation
 
     def weight(self, rows: Sequence[StepRow]) -> float:
@@ -286,7 +286,7 @@ class ValueLoss:
         width, dev = mask.shape[1], values.device
         loss = value_loss_tokens(values, right_aligned([r.returns for r in rows], width, dev),
                                  right_aligned([r.old_values for r in rows], width, dev), self.clip)
-        return aggregate_sum(loss, mask, self.aggregation), {}
+        return aggregate_loss_sum(loss, mask, self.aggregation), {}
 
 
 def summarize_ppo(trained: Any, fitted: Any) -> dict[str, Any]:

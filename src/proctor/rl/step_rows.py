@@ -22,7 +22,7 @@ import torch
 from proctor.models.sequences import completion_logprobs
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.pairs import prompt_ids
-from proctor.rl.policy_losses import KL_PENALTIES, Aggregation, aggregate_sum, ppo_clip_tokens
+from proctor.rl.policy_losses import KL_PENALTIES, LossAggregation, aggregate_loss_sum, ppo_clip_tokens
 from proctor.trajectory import Trajectory
 
 
@@ -119,9 +119,10 @@ def fill_logprobs(policy: torch.nn.Module, reference: KLReference | None, rows: 
     return max(gaps) if gaps else None
 
 
-def aggregation_weight(rows: Sequence[StepRow], aggregation: Aggregation) -> float:
-    """A `RowLoss` weight: the items `aggregate` averages over (`aggregation_items`), known before the forward
-    pass: the rows' completion tokens (`token-mean`) or the rows (`seq-mean-*`; every completion has a token)."""
+def aggregation_weight(rows: Sequence[StepRow], aggregation: LossAggregation) -> float:
+    """A `RowLoss` weight: the items `aggregate_loss` averages over (`loss_aggregation_items`), known before the
+    forward pass: the rows' completion tokens (`token-mean`) or the rows (`seq-mean-*`; every completion has a
+    token)."""
     return float(sum(len(r.completion_ids) for r in rows) if aggregation == "token-mean" else len(rows))
 
 
@@ -130,17 +131,17 @@ class PolicyGradientLoss:
     surrogate against the rows' `old_logprobs` (`ppo-clip`, `ppo_clip_tokens`, ε_low/ε_high) or −A·log π(a^h |
     s, a^{<h}) (`pg`, ArCHer's actor), plus `kl_coef`·KL(π‖π_ref)_h (`KL_PENALTIES[kl_estimator]` against the
     rows' `ref_logprobs`), aggregated by `aggregation`: the call returns Σ over the aggregation's items
-    (`aggregate_sum`: tokens, or rows for `seq-mean-*`) and the weight counts them, so a step's loss is exactly
-    `aggregate` over its global batch. Stats over the same items: `kl` aggregated as the loss; `advantage` and
+    (`aggregate_loss_sum`: tokens, or rows for `seq-mean-*`) and the weight counts them, so a step's loss is exactly
+    `aggregate_loss` over its global batch. Stats over the same items: `kl` aggregated as the loss; `advantage` and
     PPO's `clipfrac`, `approx_kl`, `ratio` as each item's token mean."""
 
-    def __init__(self, pad_id: int, aggregation: Aggregation, surrogate: Literal["ppo-clip", "pg"] = "ppo-clip",
+    def __init__(self, pad_id: int, aggregation: LossAggregation, surrogate: Literal["ppo-clip", "pg"] = "ppo-clip",
                  clip_low: float = 0.2, clip_high: float | None = None, kl_coef: float = 0.0,
                  kl_estimator: str = "k3"):
         self.pad_id, self.aggregation, self.surrogate = pad_id, aggregation, surrogate
         self.clip_low, self.clip_high = clip_low, clip_high
         self.kl_coef, self.kl = kl_coef, KL_PENALTIES[kl_estimator] if kl_coef > 0 else None
-        self.per_item: Aggregation = "token-mean" if aggregation == "token-mean" else "seq-mean-token-mean"
+        self.per_item: LossAggregation = "token-mean" if aggregation == "token-mean" else "seq-mean-token-mean"
 
     def weight(self, rows: Sequence[StepRow]) -> float:
         return aggregation_weight(rows, self.aggregation)
@@ -154,11 +155,11 @@ class PolicyGradientLoss:
             tokens, per_token = ppo_clip_tokens(logps, old, adv, self.clip_low, self.clip_high)
         else:
             tokens, per_token = -adv * logps, {}
-        stats = {k: aggregate_sum(v.detach(), mask, self.per_item) for k, v in per_token.items()}
-        stats["advantage"] = aggregate_sum(adv, mask, self.per_item)
-        total = aggregate_sum(tokens, mask, self.aggregation)
+        stats = {k: aggregate_loss_sum(v.detach(), mask, self.per_item) for k, v in per_token.items()}
+        stats["advantage"] = aggregate_loss_sum(adv, mask, self.per_item)
+        total = aggregate_loss_sum(tokens, mask, self.aggregation)
         if self.kl is not None:
             kl = self.kl(logps, right_aligned([r.ref_logprobs for r in rows], width, dev))
-            total = total + self.kl_coef * aggregate_sum(kl, mask, self.aggregation)
-            stats["kl"] = aggregate_sum(kl.detach(), mask, self.aggregation)
+            total = total + self.kl_coef * aggregate_loss_sum(kl, mask, self.aggregation)
+            stats["kl"] = aggregate_loss_sum(kl.detach(), mask, self.aggregation)
         return total, stats
