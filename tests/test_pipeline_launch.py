@@ -116,8 +116,8 @@ def test_a_stage_runs_by_its_command_into_the_same_run_folder(tmp_path):
 
 def _losses(run: Path) -> dict[str, list[float]]:
     sft = json.loads((run / "iter-0" / "policy" / "sft.json").read_text())
-    prm = json.loads((run / "iter-0" / "prm" / "train_log.json").read_text())
-    return {"sft": sft["losses"], "prm": prm["losses"]}
+    prm = json.loads((run / "iter-0" / "prm" / "prm_train.json").read_text())
+    return {"sft": sft["losses"], "prm": [r["loss"] for r in prm["curve"]]}
 
 
 @pytest.mark.slow

@@ -301,19 +301,16 @@ class Pipeline:
                          [out / LIKELIHOOD_FILE], train_likelihood_prm,
                          lambda r: {"first_loss": r["curve"][0]["loss"], "last_loss": r["curve"][-1]["loss"],
                                     "examples": r["examples"]}, trains=True, name="prm")
-        from proctor.prm.trainer import train_prm
+        from proctor.prm.trainer import TRAIN_FILE, train_prm
 
         def train(pcfg: Any) -> list[float]:
-            losses = [record["loss"] for record in train_prm(pcfg).curve]
-            if is_main_process():
-                (out / "train_log.json").write_text(json.dumps({"losses": losses}, indent=2))
-            return losses
+            return train_prm(pcfg, overwrite=True).losses  # a stage not done starts over
 
         backbone = str(folders.get(section.model.backbone, section.model.backbone))
         start = {"$policy": pi, "$model": self.start_model()}.get(section.model.backbone, section.model.backbone)
         return Stage(f"iter-{k}/prm", k, f"PRM head ({section.model.head}, loss {section.loss or 'default'})",
                      f"{start} → {name}", out, config, [Path(backbone), labelled, *([pairs_of] if pairs_of else [])],
-                     [out / "train_log.json"], train,
+                     [out / TRAIN_FILE], train,
                      lambda losses: {"first_loss": losses[0] if losses else None,
                                      "last_loss": losses[-1] if losses else None}, trains=True, name="prm")
 
