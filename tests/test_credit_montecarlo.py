@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from credit_fixtures import toy_rollouts, traj
 from proctor.credit import CreditError, Sources, run_method
+from proctor.credit.group import returns_to_go
 from proctor.credit.keys import prefix_keys
-from proctor.credit.montecarlo import MCConfig, discounted_returns, mc_q, mc_v
+from proctor.credit.montecarlo import MCConfig, mc_q, mc_v, outcome_returns
 from proctor.credit.outcome import OutcomeConfig, outcome, scored
 
 
@@ -54,9 +55,11 @@ def test_mc_v_hand_computed():
     assert recs[("tau2", 1)].extra["v"] == pytest.approx(0.0)
 
 
-def test_discounted_returns_default_gamma():
-    assert discounted_returns(1.0, 3, 0.95) == pytest.approx([0.9025, 0.95, 1.0])
-    assert discounted_returns(-1.0, 3, 0.95, "from_start") == pytest.approx([-1.0, -0.95, -0.9025])
+def test_outcome_returns_default_gamma():
+    assert outcome_returns(1.0, 3, 0.95) == pytest.approx([0.9025, 0.95, 1.0])
+    assert outcome_returns(-1.0, 3, 0.95, "from_start") == pytest.approx([-1.0, -0.95, -0.9025])
+    # "to_go" is the return to go of a reward on the last step alone (the other meaning, per-step rewards)
+    assert outcome_returns(1.0, 3, 0.95) == pytest.approx(returns_to_go([0.0, 0.0, 1.0], 0.95))
     assert MCConfig().gamma == 0.95 and MCConfig().discount == "to_go"
 
 

@@ -12,7 +12,7 @@ from credit_fixtures import toy_rollouts, traj
 from proctor.credit import Sources, run_method
 from proctor.credit.montecarlo import mc_q
 from proctor.credit.outcome import scored
-from proctor.credit.preference import PreferenceConfig, preference_pairs
+from proctor.credit.preference import PreferenceConfig, mc_preference_pairs
 
 
 def test_pairs_hand_computed():
@@ -47,7 +47,7 @@ def test_pairs_respect_delta_and_never_pair_an_action_with_itself(spec, delta, g
     trajs = [traj(f"r{i}", steps, ok, sample=i) for i, (steps, ok) in enumerate(spec)]
     cfg = PreferenceConfig(delta=delta, gamma=gamma)
     items, _ = scored(trajs, cfg)
-    pairs = preference_pairs(items, cfg)
+    pairs = mc_preference_pairs(items, cfg)
     for p in pairs:
         assert p.chosen != p.rejected
         assert p.q_chosen > p.q_rejected + delta
@@ -65,6 +65,6 @@ def test_pair_q_values_match_mc_q():
     cfg = PreferenceConfig(gamma=0.5)
     items, _ = scored(toy_rollouts(), cfg)
     q = {(r.state_key, r.action): r.extra["q"] for r in mc_q(items, cfg)}
-    for p in preference_pairs(items, cfg):
+    for p in mc_preference_pairs(items, cfg):
         assert q[(p.state_key, p.chosen)] == pytest.approx(p.q_chosen)
         assert q[(p.state_key, p.rejected)] == pytest.approx(p.q_rejected)

@@ -13,12 +13,12 @@ from credit_fixtures import toy_rollouts, traj
 from proctor.credit import Sources, run_method
 from proctor.rl.advantages import (
     ADVANTAGES,
-    discounted_returns,
     gae,
     gigpo_advantages,
     group_centred,
     grpo_advantages,
     loo_advantages,
+    masked_returns_to_go,
 )
 from proctor.rl.groups import group_batch
 
@@ -49,11 +49,11 @@ def test_gae_skips_masked_positions_and_bootstraps():
     assert adv.tolist()[0] == pytest.approx([0.5, 0.0, 1.3])
 
 
-def test_discounted_returns_hand_computed():
+def test_masked_returns_to_go_hand_computed():
     r = torch.tensor([[0.0, 0.0, 1.0], [1.0, -1.0, 2.0]])
-    assert discounted_returns(r, torch.ones(2, 3), 0.5).tolist() == [[0.25, 0.5, 1.0], [1.0, 0.0, 2.0]]
+    assert masked_returns_to_go(r, torch.ones(2, 3), 0.5).tolist() == [[0.25, 0.5, 1.0], [1.0, 0.0, 2.0]]
     # padding after a row's last step: [0, 1, pad] → [0.5, 1, 0]
-    assert discounted_returns(torch.tensor([[0.0, 1.0, 7.0]]), torch.tensor([[1, 1, 0]]), 0.5).tolist() == \
+    assert masked_returns_to_go(torch.tensor([[0.0, 1.0, 7.0]]), torch.tensor([[1, 1, 0]]), 0.5).tolist() == \
         [[0.5, 1.0, 0.0]]
 
 

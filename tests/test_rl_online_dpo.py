@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from proctor.agents.base import Agent
+from proctor.credit.preference import margin_pairs
 from proctor.envs import make
 from proctor.models import load
 from proctor.models.sequences import completion_logprobs, sequence_logprobs
@@ -18,7 +19,7 @@ from proctor.prm.model import ProcessRewardModel
 from proctor.prm.scoring import PRMScorer
 from proctor.prompts import Candidate, Prefix, format_action, prefix_at
 from proctor.rl.online_dpo import OnlineDPOConfig, collect_pairs, train_online_dpo
-from proctor.rl.pairs import candidate_tokens, preference_pair, preference_pairs, prompt_ids
+from proctor.rl.pairs import adjusted_scores, candidate_tokens, prompt_ids
 from proctor.store import TrajectoryStore
 
 
@@ -36,29 +37,33 @@ def _household_prefix() -> Prefix:
                   info={"admissible_actions": info["admissible_actions"]})
 
 
-def test_preference_pair_hand_cases():
-    assert preference_pair([0.2, 0.9, 0.1, 0.9]) == (1, 2)  # the first best, the last worst
-    assert preference_pair([0.5, 0.5, 0.5]) is None  # a tie
-    assert preference_pair([0.5, 0.6], margin=0.1) is None  # 0.1 is not more than the margin
+def test_best_worst_pair_hand_cases():
+    assert margin_pairs([0.2, 0.9, 0.1, 0.9], pairing="best-worst") == [(1, 2)]  # the first best, the last worst
+    assert margin_pairs([0.5, 0.5, 0.5], pairing="best-worst") == []  # a tie
+    assert margin_pairs([0.5, 0.6], 0.1, "best-worst") == []  # 0.1 is not more than the margin
+    assert margin_pairs([0.3], pairing="best-worst") == []  # one candidate: nothing to prefer
     # an unfinished generation loses 0.5: adjusted [0.4, 0.5] → chosen 1, rejected 0
-    assert preference_pair([0.9, 0.5], [False, True], unfinished_penalty=0.5) == (1, 0)
-    with pytest.raises(ValueError, match="at least 2 candidates"):
-        preference_pair([0.3])
+    assert margin_pairs(adjusted_scores([0.9, 0.5], [False, True], 0.5), pairing="best-worst") == [(1, 0)]
+    with pytest.raises(ValueError, match="2 scores but 1 finished flags"):
+        adjusted_scores([0.9, 0.5], [False])
 
 
-def test_preference_pairs_best_worst_and_best_rest_hand_cases():
+def test_best_worst_best_rest_and_all_pairs_hand_cases():
+    """Online DPO's pairings and AgentPRM's Monte-Carlo pairs (`all`) are one rule, `margin_pairs`."""
     scores = [0.2, 0.9, 0.1, 0.9, 0.85]
-    assert preference_pairs(scores) == [(1, 2)]
+    assert margin_pairs(scores, pairing="best-worst") == [(1, 2)]
     # the first best (index 1) against every candidate below it; the tied 0.9 at index 3 is not below it
-    assert preference_pairs(scores, pairing="best-rest") == [(1, 0), (1, 2), (1, 4)]
+    assert margin_pairs(scores, pairing="best-rest") == [(1, 0), (1, 2), (1, 4)]
     # margin 0.1: 0.9 − 0.85 = 0.05 is a near-tie, left out
-    assert preference_pairs(scores, margin=0.1, pairing="best-rest") == [(1, 0), (1, 2)]
+    assert margin_pairs(scores, 0.1, "best-rest") == [(1, 0), (1, 2)]
     # unfinished index 1 loses 0.5 (adjusted [0.2, 0.4, 0.1, 0.9, 0.85]): best is index 3
-    assert preference_pairs(scores, [True, False, True, True, True], 0.5, pairing="best-rest") == [
+    assert margin_pairs(adjusted_scores(scores, [True, False, True, True, True], 0.5), pairing="best-rest") == [
         (3, 0), (3, 1), (3, 2), (3, 4)]
-    assert preference_pairs([0.5, 0.5], pairing="best-rest") == []  # a tie gives no pair under either rule
-    with pytest.raises(ValueError, match="unknown pairing 'all'"):
-        preference_pairs(scores, pairing="all")
+    assert margin_pairs([0.5, 0.5], pairing="best-rest") == []  # a tie gives no pair under either rule
+    # `all`: every ordered pair more than 0.1 apart (0.2 − 0.1 is not more than 0.1)
+    assert margin_pairs(scores, 0.1) == [(1, 0), (1, 2), (3, 0), (3, 2), (4, 0), (4, 2)]
+    with pytest.raises(ValueError, match="unknown pairing 'every'"):
+        margin_pairs(scores, pairing="every")
 
 
 def test_candidate_tokens_exact_ids_or_the_renderers_reply(tiny_model_dir):

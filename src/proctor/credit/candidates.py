@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from proctor.credit.keys import state_keys
-from proctor.credit.montecarlo import MCConfig, discounted_returns
+from proctor.credit.montecarlo import MCConfig, outcome_returns
 from proctor.credit.outcome import CreditError, canonical_order, scored, signed
 from proctor.credit.records import LabelledStep, PreferencePair, params_json
 from proctor.credit.registry import MethodResult, Sources, register_method
@@ -77,7 +77,7 @@ def candidate_q(completions: Sequence[Trajectory], cfg: MCConfig | None = None) 
         if task.setdefault(src, it.traj.task_id) != it.traj.task_id:
             raise CreditError(it.traj.id, "task_id", f"{it.traj.task_id!r}, but other completions of source "
                                                      f"{src!r} are of task {task[src]!r}")
-        returns[(src, t, a)].append(discounted_returns(signed(it.r), len(it.traj.steps), cfg.gamma, cfg.discount)[t])
+        returns[(src, t, a)].append(outcome_returns(signed(it.r), len(it.traj.steps), cfg.gamma, cfg.discount)[t])
     out = []
     for (src, t, a), g in sorted(returns.items()):
         q = sum(g) / len(g)

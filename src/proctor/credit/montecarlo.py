@@ -37,8 +37,10 @@ class MCConfig(OutcomeConfig):
                                  "same action with other reasons is another (state, action) pair")
 
 
-def discounted_returns(r_signed: float, n_steps: int, gamma: float, discount: Discount = "to_go") -> list[float]:
-    """G_t for t = 0..T−1: γ^{T−1−t}·R̃ ("to_go") or γ^{t}·R̃ ("from_start") (docs/methods.md §1.1)."""
+def outcome_returns(r_signed: float, n_steps: int, gamma: float, discount: Discount = "to_go") -> list[float]:
+    """The return credited to each step t = 0..T−1 by one outcome R̃ (docs/methods.md §1.1): γ^{T−1−t}·R̃ ("to_go",
+    the outcome discounted back from the last step) or γ^{t}·R̃ ("from_start"). Per-step rewards' discounted sums
+    are `proctor.credit.group.returns_to_go` (on tensors, `proctor.rl.advantages.masked_returns_to_go`)."""
     if discount == "to_go":
         return [r_signed * gamma ** (n_steps - 1 - t) for t in range(n_steps)]
     if discount == "from_start":
@@ -98,7 +100,7 @@ def mc_table(items: Sequence[Scored], cfg: MCConfig, with_v: bool = True) -> MCT
             s, p = prefix_keys(it.traj, cfg.include_reason)
             states.append(s)
             pairs.append(p)
-            returns.append(discounted_returns(signed(it.r), len(it.traj.steps), cfg.gamma, cfg.discount))
+            returns.append(outcome_returns(signed(it.r), len(it.traj.steps), cfg.gamma, cfg.discount))
         q = mean_table(pairs, returns)
         v = mean_table(states, returns) if with_v else None
     return MCTable(list(items), states, pairs, returns, q, v)

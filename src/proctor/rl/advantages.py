@@ -13,8 +13,9 @@
   form a group; A^S = (R_t − mean G(s̃)) / F with the discounted return to go R_t, 0 for singleton groups;
   the combined advantage is A = A^E + ω·A^S.
 - `whiten`: (A − mean) / std over the unmasked entries (PPO's advantage normalisation; std = population std).
-- `discounted_returns`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
-  t and k counting only the positions where mask is 1.
+- `masked_returns_to_go`: R_t = Σ_{k≥t} γ^{k−t}·r_k along each row (credit's `returns_to_go` as a tensor), with
+  t and k counting only the positions where mask is 1 (an outcome's return credited to each step is another
+  thing: `proctor.credit.montecarlo.outcome_returns`).
 
 Groups are integer ids (any values; equal ids = one group). The group statistics and the returns to go are
 `proctor.credit.group`'s list functions (math.fsum), applied per group or row: one implementation of each.
@@ -78,7 +79,7 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     return torch.where(m, (x - mean) / (std + eps), torch.zeros_like(x))
 
 
-def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+def masked_returns_to_go(rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
     """R_t = r_t + γ·R_{t'} with t' the next unmasked position (R = 0 after the last); 0 where mask is 0. [B, T].
     Each row is credit's `returns_to_go` over its unmasked positions."""
     _check_same_shape(rewards=rewards, mask=mask)

@@ -16,7 +16,7 @@ import torch
 
 from proctor.credit.group import anchor_ids
 from proctor.credit.outcome import OutcomeSource, canonical_order, check_trajectories, outcome
-from proctor.rl.advantages import discounted_returns
+from proctor.rl.advantages import masked_returns_to_go
 from proctor.trajectory import Trajectory
 
 
@@ -53,7 +53,7 @@ def group_batch(trajs: Sequence[Trajectory], outcome_source: OutcomeSource = "su
             rewards[i, :n] = torch.tensor([s.reward for s in t.steps], dtype=torch.float64)
         else:
             rewards[i, n - 1] = returns[i]
-    rtg = discounted_returns(rewards, mask, gamma)
+    rtg = masked_returns_to_go(rewards, mask, gamma)
     names: dict[tuple[int, object], int] = {}
     per_rollout: dict[int, list[int]] = {}
     for g in sorted(set(groups)):

@@ -10,7 +10,7 @@ One iteration k = 1..K, readable top to bottom in `train_online_dpo`:
 3. preferences: the PRM scores each (state, action) (`PRMScorer.score_actions`, the state's KV cache shared
    by the candidates); chosen = best, rejected = worst (`pairing: best-rest`: every other candidate the best
    beats), an unfinished generation's score lowered by `unfinished_penalty`, ties skipped
-   (`proctor.rl.pairs.preference_pairs`);
+   (`proctor.credit.preference.margin_pairs` of `proctor.rl.pairs.adjusted_scores`);
 4. tokens: the candidate's own generated ids when it carries them (never a re-tokenization), else the one
    renderer's assistant reply for the action (`proctor.rl.pairs.candidate_tokens`);
 5. reference: the previous iterate, i.e. the policy as it is before this iteration's first update: its
@@ -48,6 +48,7 @@ from pydantic import Field
 
 from proctor.agents.base import Agent
 from proctor.agents.registry import ServerRef
+from proctor.credit.preference import margin_pairs
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
@@ -56,7 +57,7 @@ from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.pairs import CandidatePair, adjusted_scores, candidate_tokens, preference_pairs, prompt_ids
+from proctor.rl.pairs import CandidatePair, adjusted_scores, candidate_tokens, prompt_ids
 from proctor.rl.served_policy import stop_generation_server
 from proctor.store import TrajectoryStore
 from proctor.training.distributed import is_main_process, on_main_then_broadcast
@@ -221,12 +222,11 @@ def collect_pairs(cfg: OnlineDPOConfig, prefixes: Sequence[Prefix], sampler: Age
                 scores = scorer.score_actions(prefix, [c.action for c in cands], cfg.prm_prompt)
                 counts["unfinished"] += sum(not c.finished for c in cands)
                 score_sum += sum(scores)
-                picks = preference_pairs(scores, [c.finished for c in cands], cfg.unfinished_penalty, cfg.margin,
-                                         cfg.pairing)
+                adjusted = adjusted_scores(scores, [c.finished for c in cands], cfg.unfinished_penalty)
+                picks = margin_pairs(adjusted, cfg.margin, cfg.pairing)
                 if not picks:
                     counts["ties"] += 1
                     continue
-                adjusted = adjusted_scores(scores, [c.finished for c in cands], cfg.unfinished_penalty)
                 shared = prompt_ids(tokenizer, prefix, cfg.prompt)
                 tokens = {i: candidate_tokens(tokenizer, prefix, cands[i], cfg.prompt, shared)[1:]
                           for i in sorted({i for pick in picks for i in pick})}

@@ -1,13 +1,12 @@
-"""Preference pairs from scored candidates (online DPO against a PRM, AgentPRM stage 3), and the token ids
-a candidate action trains on.
+"""The scores online DPO pairs candidates by (AgentPRM stage 3), and the token ids a candidate action trains on.
 
-- `preference_pair`: among the N candidate actions of one state, chosen = the best PRM score, rejected =
-  the worst, after subtracting `unfinished_penalty` from candidates whose generation did not finish; a state
-  whose best and worst adjusted scores differ by no more than `margin` (a tie) gives no pair.
-- `preference_pairs`: the pairs one state gives under a pairing rule: `best-worst` (the one pair above), or
-  `best-rest` (the best against every other candidate it beats by more than `margin`, each pair with DPO's
-  pairwise loss: every sampled action the PRM ranks below the best is pushed down, not only the worst; a
-  pairwise surrogate of DPO's Plackett-Luce form with only the top response ranked, arXiv 2305.18290 §A.3).
+- `adjusted_scores`: the PRM's scores of one state's N candidate actions, `unfinished_penalty` subtracted from
+  those whose generation did not finish. The pairs are `proctor.credit.preference.margin_pairs` of them (the one
+  rule, also AgentPRM's Monte-Carlo pairs'): `best-worst`, chosen = the best, rejected = the worst, none when
+  they differ by no more than `margin` (a tie); or `best-rest`, the best against every other candidate it beats
+  by more than `margin`, each pair with DPO's pairwise loss (every sampled action the PRM ranks below the best
+  is pushed down, not only the worst; a pairwise surrogate of DPO's Plackett-Luce form with only the top
+  response ranked, arXiv 2305.18290 §A.3).
 - `candidate_tokens`: `(prompt_ids, completion_ids, exact)`. The prompt is the one renderer's inference
   prompt (`render_prompt`, tokenized without special tokens, as the agents do). The completion is the
   candidate's own generated `token_ids` when it carries them (`exact=True`: the ids the policy sampled,
@@ -32,40 +31,6 @@ def adjusted_scores(scores: Sequence[float], finished: Sequence[bool] | None = N
     if len(finished) != len(scores):
         raise ValueError(f"{len(scores)} scores but {len(finished)} finished flags")
     return [s - (0.0 if f else unfinished_penalty) for s, f in zip(scores, finished, strict=True)]
-
-
-def preference_pair(scores: Sequence[float], finished: Sequence[bool] | None = None,
-                    unfinished_penalty: float = 0.0, margin: float = 0.0) -> tuple[int, int] | None:
-    """(index of chosen, index of rejected) among one state's candidates, or None for a tie (see module
-    docstring). The first best and the last worst candidate are taken, so the two always differ."""
-    if len(scores) < 2:
-        raise ValueError(f"a preference pair needs at least 2 candidates, got {len(scores)}")
-    adjusted = adjusted_scores(scores, finished, unfinished_penalty)
-    best = max(range(len(adjusted)), key=lambda i: (adjusted[i], -i))
-    worst = min(range(len(adjusted)), key=lambda i: (adjusted[i], -i))
-    if adjusted[best] - adjusted[worst] <= margin:
-        return None
-    return best, worst
-
-
-PAIRINGS = ("best-worst", "best-rest")
-
-
-def preference_pairs(scores: Sequence[float], finished: Sequence[bool] | None = None,
-                     unfinished_penalty: float = 0.0, margin: float = 0.0,
-                     pairing: str = "best-worst") -> list[tuple[int, int]]:
-    """(chosen, rejected) index pairs of one state's candidates under `pairing` (see module docstring); [] for
-    a tie. `best-rest` lists the rejected candidates in their order."""
-    if pairing not in PAIRINGS:
-        raise ValueError(f"unknown pairing {pairing!r}; choose one of {', '.join(PAIRINGS)}")
-    pick = preference_pair(scores, finished, unfinished_penalty, margin)
-    if pick is None:
-        return []
-    if pairing == "best-worst":
-        return [pick]
-    best = pick[0]
-    adjusted = adjusted_scores(scores, finished, unfinished_penalty)
-    return [(best, j) for j in range(len(adjusted)) if j != best and adjusted[best] - adjusted[j] > margin]
 
 
 def _with_action(prefix: Prefix, cand: Candidate) -> Trajectory:
