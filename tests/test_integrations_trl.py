@@ -291,11 +291,11 @@ def test_smollm2_template_gains_tool_calling():
     from transformers import AutoTokenizer
     from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
 
-    from proctor.integrations.trl import prepare_tokenizer
+    from proctor.integrations.trl import with_tool_calling
 
     tok = AutoTokenizer.from_pretrained(str(SMOLLM2), gguf_file=SMOLLM2_GGUF)
     assert "message['content']" in tok.chat_template and not supports_tool_calling(tok)
-    prepare_tokenizer(tok)
+    with_tool_calling(tok)
     assert supports_tool_calling(tok) and is_chat_template_prefix_preserving(tok)
 
 
@@ -359,11 +359,11 @@ def test_grpo_trains_on_household(tiny_model_dir, scalar_prm_dir, tmp_path, monk
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from proctor.integrations.trl import prepare_tokenizer
+    from proctor.integrations.trl import with_tool_calling
     from proctor.prm.likelihood import open_scorer
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    tok = prepare_tokenizer(_tokenizer(tiny_model_dir))
+    tok = with_tool_calling(_tokenizer(tiny_model_dir))
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     episodes = []
     # short prompts (no admissible list, no system text: the tool list still goes in the system turn), for speed
@@ -433,3 +433,14 @@ def test_grpo_trains_on_household(tiny_model_dir, scalar_prm_dir, tmp_path, monk
 
     moved = max((p.detach() - before[name]).abs().max().item() for name, p in trainer.model.named_parameters())
     assert moved > 0 and not math.isnan(moved)
+
+
+def test_the_tool_calling_set_up_has_its_own_name_and_the_old_one_still_imports():
+    """`prepare_tokenizer` named both this (a tool-calling chat template) and `proctor.models.loading`'s pad-token
+    set-up; this one is `with_tool_calling` now, and the old import still works with a warning naming it."""
+    from proctor.integrations import trl
+    from proctor.models.loading import prepare_tokenizer as pad_set_up
+
+    with pytest.warns(DeprecationWarning, match="trl.prepare_tokenizer is now proctor.integrations.trl.with_tool_calling"):
+        from proctor.integrations.trl import prepare_tokenizer
+    assert prepare_tokenizer is trl.with_tool_calling is not pad_set_up

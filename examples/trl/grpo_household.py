@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from proctor.integrations.trl import TRL_VERSION, EnvironmentFactory, prepare_tokenizer
+from proctor.integrations.trl import TRL_VERSION, EnvironmentFactory, with_tool_calling
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
               "gamma": args.gamma}
     factory = EnvironmentFactory(args.env, env_kwargs, split=args.split, reward=reward,
                                  show_admissible=not args.hide_admissible)
-    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(args.model))
+    tokenizer = with_tool_calling(AutoTokenizer.from_pretrained(args.model))
     max_tool_calls = args.max_tool_calls or int(env_kwargs.get("max_steps", 50)) + 1
     config = GRPOConfig(
         output_dir=args.out, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,

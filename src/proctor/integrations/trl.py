@@ -16,7 +16,7 @@ What this module relies on, read from `trl/trainer/grpo_trainer.py` of that rele
   advantages are all 0, and `RewardWatch` logs one warning line (once).
 - The tokenizer's chat template must render a full tool-calling exchange (`trl.chat_template_utils.
   supports_tool_calling`), be prefix-preserving, and the tokenizer needs a response parser for tool calls: for
-  ChatML tokenizers (proctor's tiny models, SmolLM2) `prepare_tokenizer` installs proctor's
+  ChatML tokenizers (proctor's tiny models, SmolLM2) `with_tool_calling` installs proctor's
   (`proctor.integrations.chat_templates`); TRL sets the parser itself for the families it knows (Qwen, Llama 3.x...).
 
 The first user message is the shared prompt renderer's (`proctor.prompts.render.render_messages`: "Task: ..." and
@@ -50,7 +50,7 @@ an early policy that fails every episode gets 0 for all of them, and nothing to 
 failures by the PRM's score of where each ended; dense per-step credit needs a per-step learner (proctor's GiGPO and
 PRM advantages, docs/integrations.md).
 
-Importing this module imports neither TRL nor torch; `prepare_tokenizer` imports TRL, and a PRM loads when the first
+Importing this module imports neither TRL nor torch; `with_tool_calling` imports TRL, and a PRM loads when the first
 episode is scored.
 """
 
@@ -76,6 +76,7 @@ from proctor.integrations.common import (
     step_episode,
 )
 from proctor.prompts.render import ADMISSIBLE_HEADER, DEFAULT_SYSTEM, PromptConfig, render_messages
+from proctor.renames import moved_names
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -383,7 +384,7 @@ def task_dataset(tasks: Sequence[str], system_prompt: str | None = TOOL_SYSTEM, 
                               "seed": [episode_seed(run_seed, t, 0) for t in tasks]})
 
 
-def prepare_tokenizer(tokenizer: Any) -> Any:
+def with_tool_calling(tokenizer: Any) -> Any:
     """Make `tokenizer` usable by `GRPOTrainer` with tools (in place; returns it): a ChatML tokenizer whose template
     fails TRL's tool-calling check gets proctor's (`chat_templates.enable_tool_calling`); a template that passes is
     left as it is. Another family that fails is an error: give it a template that renders tool calls."""
@@ -397,3 +398,7 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
         return enable_tool_calling(tokenizer)
     raise ValueError(f"the chat template of {getattr(tokenizer, 'name_or_path', '')!r} does not render tool calls "
                      "(trl.chat_template_utils.supports_tool_calling) and is not ChatML; give it one that does")
+
+
+#: `with_tool_calling` was `prepare_tokenizer` (also the name of `proctor.models.loading`'s pad-token set-up)
+__getattr__ = moved_names(__name__, {"prepare_tokenizer": "with_tool_calling"})
