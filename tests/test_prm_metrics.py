@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from proctor import stats
 from proctor.prm import metrics as m
 
 S = [0.9, 0.6, 0.4, 0.2]
@@ -16,12 +17,14 @@ def test_step_accuracy_and_brier():
     assert m.brier_score(S, Y) == pytest.approx(0.1925)
 
 
-def test_auroc():
+def test_step_auroc():
     # positives {0.9, 0.4}, negatives {0.6, 0.2}: pairs won 0.9>0.6, 0.9>0.2, 0.4>0.2, lost 0.4<0.6 → 3/4
-    assert m.auroc(S, Y) == pytest.approx(0.75)
+    assert m.step_auroc(S, Y) == pytest.approx(0.75)
     # ties count one half: positives {0.5, 0.5}, negatives {0.5, 0.1}: 2 pairs tied, 2 won → (2·½ + 2)/4
-    assert m.auroc([0.5, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
-    assert m.auroc([0.1, 0.2, 0.3], [1, 1, 0]) == 0.0
+    assert m.step_auroc([0.5, 0.5, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
+    assert m.step_auroc([0.1, 0.2, 0.3], [1, 1, 0]) == 0.0
+    assert m.auroc is stats.auroc  # one AUROC, proctor.stats'; the metric (n/a for one class) wraps it
+
 
 
 def test_ece():
@@ -45,11 +48,12 @@ def test_a_metric_that_cannot_be_computed_is_na_with_the_reason():
     """A small run (one class of step, no steps, one kind of solution) reports n/a, never raises."""
     import json
 
-    one_class = m.auroc([0.1, 0.2], [1, 1])
+    one_class = m.step_auroc([0.1, 0.2], [1, 1])
     assert isinstance(one_class, m.NotAvailable) and "both correct and wrong" in one_class.reason
+    assert one_class.reason.endswith("all 2 are correct")
     assert str(one_class).startswith("n/a (") and f"{one_class:.3f}" == str(one_class)
     assert json.loads(json.dumps({"auroc": one_class}))["auroc"] == str(one_class)
-    for fn in (m.auroc, m.step_accuracy, m.brier_score, m.expected_calibration_error):
+    for fn in (m.step_auroc, m.step_accuracy, m.brier_score, m.expected_calibration_error):
         assert fn([], []) == "n/a (no steps to score)"
     assert isinstance(m.first_error_accuracy([], []), m.NotAvailable)
     only_correct = m.processbench_f1([-1, 0], [-1, -1])

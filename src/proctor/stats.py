@@ -18,7 +18,8 @@ def auroc(scores: Sequence[float], labels: Sequence[float]) -> float:
         raise ValueError(f"{len(s)} scores but {len(y)} labels")
     classes = y >= 0.5
     if classes.all() or not classes.any():
-        raise ValueError("AUROC needs both correct and wrong steps among the labels")
+        kind = "correct" if classes.all() else "wrong"
+        raise ValueError(f"AUROC needs both correct and wrong steps among the labels; all {len(y)} are {kind}")
     order = np.argsort(s, kind="mergesort")
     ranks = np.empty(len(s), dtype=float)
     sorted_s = s[order]

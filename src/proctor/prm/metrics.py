@@ -15,7 +15,7 @@ from typing import Self
 
 import numpy as np
 
-from proctor.stats import auroc as _auroc
+from proctor.stats import auroc
 
 
 class NotAvailable(str):
@@ -45,17 +45,16 @@ def _arrays(scores: Sequence[float], labels: Sequence[float]) -> tuple[np.ndarra
     return s, y
 
 
-def auroc(scores: Sequence[float], labels: Sequence[float]) -> Metric:
-    """Area under the ROC curve (`proctor.stats.auroc`, labels thresholded at 0.5); n/a when the labels hold
-    one class only (or none)."""
+def step_auroc(scores: Sequence[float], labels: Sequence[float]) -> Metric:
+    """`proctor.stats.auroc` of step scores against labels (thresholded at 0.5), as a metric: n/a when the labels
+    hold one class only (or none)."""
     s, y = _arrays(scores, labels)
     if len(s) == 0:
         return NotAvailable(_NO_STEPS)
-    classes = y >= 0.5
-    if classes.all() or not classes.any():
-        kind = "correct" if classes.all() else "wrong"
-        return NotAvailable(f"AUROC needs both correct and wrong steps; all {len(y)} are {kind}")
-    return _auroc(s, y)
+    try:
+        return auroc(s, y)
+    except ValueError as e:  # one class only: the reason, as stats words it
+        return NotAvailable(str(e))
 
 
 def step_accuracy(scores: Sequence[float], labels: Sequence[float], threshold: float = 0.5) -> Metric:
