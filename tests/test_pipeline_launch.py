@@ -267,3 +267,23 @@ def test_a_bad_env_argument_is_one_line_before_any_stage(tmp_path):
     assert res.exit_code == 2 and "environment 'household' has no argument 'presett' (did you mean 'preset'?)" in \
         res.output
     assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_a_run_resumes_with_other_execution_settings_and_across_a_version_that_added_a_field(tmp_path):
+    """The manifest records the config without `launch`, `devices` and `prm_serving`, so a resume may launch on
+    more processes; a config recorded before a field existed is read as this version reads it (the field at its
+    default) and resumes; any other difference is still refused, naming the field."""
+    from proctor.pipeline.run import Pipeline
+
+    base = toy_config(tmp_path / "run")
+    Pipeline(PipelineConfig.model_validate(base)).open()
+    path = tmp_path / "run" / "manifest.json"
+    recorded = json.loads(path.read_text())
+    assert "launch" not in recorded["config"] and "devices" not in recorded["config"]
+    Pipeline(PipelineConfig.model_validate({**base, "launch": {"processes": 2}})).open()
+    del recorded["config"]["generation"]["server"]["weight_reload"]  # as a version before the field recorded it
+    path.write_text(json.dumps(recorded))
+    Pipeline(PipelineConfig.model_validate(base)).open()
+    assert "weight_reload" in json.loads(path.read_text())["config"]["generation"]["server"]  # recorded anew
+    with pytest.raises(ValueError, match=re.escape("another config (seed: 0 → 1)")):
+        Pipeline(PipelineConfig.model_validate({**base, "seed": 1})).open()

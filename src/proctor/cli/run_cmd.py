@@ -59,7 +59,8 @@ def print_plan(cfg: Any) -> None:
         import json
 
         recorded = json.loads((cfg.out / MANIFEST).read_text())
-        mismatch = config_mismatch(cfg.out / MANIFEST, recorded.get("config"), cfg.model_dump(mode="json"))
+        mismatch = config_mismatch(cfg.out / MANIFEST, recorded.get("config"), cfg.identity(),
+                                   type(cfg).recorded_identity)
         if mismatch is None:
             done = recorded.get("stages", {})
         else:

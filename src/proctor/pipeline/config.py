@@ -569,6 +569,10 @@ TRAINER_SECTIONS: dict[str, tuple[str | None, dict[str, type[_Part]]]] = {
     "targets": (None, {"": TargetsSection})}
 
 
+#: the sections that say how a run is executed, not what it computes: left out of its identity (`identity`)
+EXECUTION_SECTIONS = ("launch", "devices", "prm_serving")
+
+
 class PipelineConfig(_Section):
     """The whole loop (see module docstring). Sections not given take the defaults shown."""
 
@@ -722,6 +726,18 @@ class PipelineConfig(_Section):
         if self.monitor is not None:
             self.monitored_entry()
         return self
+
+    def identity(self) -> dict[str, Any]:
+        """What a run folder's manifest records as this run's config, which a resume must match: every field but
+        the execution sections (`EXECUTION_SECTIONS`: how many processes, which GPUs, where Q_k is scored), which
+        change where the run goes, not what it computes."""
+        return self.model_dump(mode="json", exclude=set(EXECUTION_SECTIONS))
+
+    @classmethod
+    def recorded_identity(cls, recorded: Any) -> dict[str, Any]:
+        """A recorded `identity` as this version of the code reads it (fields added since take their defaults,
+        renamed ones move, each with its note); a ValueError when it no longer validates."""
+        return cls.model_validate(recorded).identity()
 
     def monitored_entry(self) -> EvalEntry:
         """The evaluation entry the monitor re-labels: `monitor.entry`, or the first entry whose agent does not

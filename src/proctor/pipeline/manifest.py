@@ -100,12 +100,21 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def config_mismatch(path: Path, recorded: Any, config: dict[str, Any]) -> str | None:
+def config_mismatch(path: Path, recorded: Any, config: dict[str, Any],
+                    upgrade: Callable[[Any], Any] | None = None) -> str | None:
     """The one line refusing to resume the run recorded in manifest `path` with `config`, naming the fields that
-    differ (recorded → this config); None when the configs are the same."""
+    differ (recorded → this config); None when the configs are the same, also once `upgrade` has read the
+    recorded config as this version of the code does (fields added since with their defaults, renamed ones
+    moved)."""
     differences = config_differences(recorded, config)
     if not differences:
         return None
+    if upgrade is not None:
+        try:
+            if upgrade(recorded) == config:
+                return None
+        except ValueError:  # a recorded config this version cannot read is another config
+            pass
     shown = "; ".join(differences[:SHOWN_DIFFERENCES])
     more = len(differences) - SHOWN_DIFFERENCES
     return (f"{path}: the run in this directory has another config ({shown}{f'; and {more} more' if more > 0 else ''}"
@@ -116,19 +125,23 @@ class Manifest:
     """The run directory's `manifest.json` (see module docstring)."""
 
     def __init__(self, root: Path, config: dict[str, Any], seed: int, env: str | None = None,
-                 reuse: Path | None = None, write: bool = True):
+                 reuse: Path | None = None, write: bool = True, upgrade: Callable[[Any], Any] | None = None):
         """`env`: the run's env, whose packages' versions the environment records too; `reuse`: an earlier run's
         folder whose matching stages are copied rather than run (module docstring); `write`: False in the other
-        processes of a launched stage (the main one records)."""
+        processes of a launched stage (the main one records); `upgrade`: reads a recorded config as this version
+        of the code does (`config_mismatch`), so that a run resumes across a version that added a field."""
         self.root = Path(root)
         self.write = write
         self.path = self.root / MANIFEST
         self.reuse = ReusableRun(Path(reuse), self.root, config.get("out")) if reuse is not None else None
         if self.path.exists():
             self.data = json.loads(self.path.read_text())
-            mismatch = config_mismatch(self.path, self.data.get("config"), config)
+            mismatch = config_mismatch(self.path, self.data.get("config"), config, upgrade)
             if mismatch is not None:
                 raise ValueError(mismatch)
+            if self.data.get("config") != config:  # the same config, as an earlier version recorded it
+                self.data["config"] = config
+                self._write()
             recorded = self.data.get("environment")  # runs from before this record have none
             changes = environment_changes(recorded, environment(env)) if recorded else []
             if changes:

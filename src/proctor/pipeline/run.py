@@ -106,11 +106,10 @@ class Pipeline:
         (`RUN/config.yaml`) and, with `generation: {engine: vllm}` and `served`, the served policy's record."""
         if self.manifest is None:
             main = is_main_process()
-            self.manifest = Manifest(self.out, self.cfg.model_dump(mode="json"), self.cfg.seed, env=self.cfg.env,
-                                     reuse=self.reuse, write=main)
-            config = self.out / RUN_CONFIG
-            if main and not config.is_file():
-                config.write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
+            self.manifest = Manifest(self.out, self.cfg.identity(), self.cfg.seed, env=self.cfg.env,
+                                     reuse=self.reuse, write=main, upgrade=PipelineConfig.recorded_identity)
+            if main:  # this run's own (a resume may launch otherwise: `PipelineConfig.identity`)
+                (self.out / RUN_CONFIG).write_text(yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False))
         if served and self.served is None and self.cfg.generation.engine == "vllm":
             self.served = served_generation(self.cfg)
         if served and self.served_prm is None and self.cfg.prm_serving.engine == "server":
