@@ -106,15 +106,14 @@ def config_mismatch(path: Path, recorded: Any, config: dict[str, Any],
     differ (recorded → this config); None when the configs are the same, also once `upgrade` has read the
     recorded config as this version of the code does (fields added since with their defaults, renamed ones
     moved)."""
+    if upgrade is not None and recorded != config:
+        try:
+            recorded = upgrade(recorded)
+        except ValueError:  # a recorded config this version cannot read: its fields are compared as they are
+            pass
     differences = config_differences(recorded, config)
     if not differences:
         return None
-    if upgrade is not None:
-        try:
-            if upgrade(recorded) == config:
-                return None
-        except ValueError:  # a recorded config this version cannot read is another config
-            pass
     shown = "; ".join(differences[:SHOWN_DIFFERENCES])
     more = len(differences) - SHOWN_DIFFERENCES
     return (f"{path}: the run in this directory has another config ({shown}{f'; and {more} more' if more > 0 else ''}"
