@@ -96,10 +96,23 @@ def test_one_step_from_a_bf16_checkpoint_moves_the_weights(bf16_model_dir, tmp_p
     assert moved_fraction(bf16_model_dir, result.policy_dir) >= 0.9
 
 
-def test_gradient_checkpointing_runs(tiny_model_dir, tmp_path):
-    result = train_grpo(small(tiny_model_dir, tmp_path / "run", gradient_checkpointing=True, learning_rate=1e-3))
-    first = result.iterations[0]["train"]["log"][0]
-    assert first["ratio"] == pytest.approx(1.0, abs=1e-5)
+def test_gradient_checkpointing_recomputes_the_layers_and_trains_the_same_curve(tiny_model_dir, tmp_path):
+    """With checkpointing each training forward of the policy's layers runs again in the backward pass (their MLPs'
+    forward calls grow by exactly the training ones: the rollouts and the old log-probs are the same), and the
+    curve over several optimizer steps is the one without it."""
+    from layer_calls import forward_calls
+
+    runs = {}
+    for ckpt in (False, True):
+        with forward_calls() as calls:
+            result = train_grpo(small(tiny_model_dir, tmp_path / f"ckpt-{ckpt}", gradient_checkpointing=ckpt,
+                                      learning_rate=1e-3, ppo_epochs=2, minibatch_size=4))
+        runs[ckpt] = calls, result.iterations[0]["train"]["log"]
+    (plain, plain_log), (ckpt, ckpt_log) = runs[False], runs[True]
+    assert plain.with_grad > 0 and ckpt.total - plain.total == plain.with_grad  # every one recomputed, once
+    assert len(plain_log) >= 3 and ckpt_log[0]["ratio"] == pytest.approx(1.0, abs=1e-5)
+    for key in ("loss", "ratio", "clipfrac"):
+        assert [s[key] for s in ckpt_log] == pytest.approx([s[key] for s in plain_log], abs=1e-5), key
 
 
 def test_lora_kl_reference_is_the_adapter_disabled_starting_policy(tiny_model_dir, tmp_path):
