@@ -26,6 +26,7 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "household/smollm2.yaml": ("proctor.pipeline.config:PipelineConfig", (), ()),
     "household/tiny-equal-data.yaml": ("proctor.pipeline.config:PipelineConfig", (), ()),
     "stages/prm.yaml": ("proctor.prm.config:PRMTrainConfig", (), ()),
+    "stages/candidates.yaml": ("proctor.rollout.config:RolloutConfig", (), ()),
     "prm/big.yaml": ("proctor.prm.config:PRMTrainConfig", (), ()),
     "prm/lik.yaml": ("proctor.prm.likelihood:LikelihoodPRMConfig", ("runs/sft-exp/sft",),
                      ("runs/big/labelled", "runs/cand/targets-candidates/labelled", "runs/sft-exp/demos")),

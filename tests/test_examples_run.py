@@ -53,14 +53,16 @@ READS: dict[str, str] = {
     "runs/prm": "scalar-prm",
     "runs/lik-prm-anchored": "likelihood-prm", "runs/lik-prm-a3": "likelihood-prm",
     "runs/qs/iter-0/prm": "likelihood-prm", "runs/quickstart/iter-0/prm": "likelihood-prm",
-    "runs/qs/iter-0/rollouts": "rollouts",
-    "runs/labelled": "labelled", "runs/big/labelled": "labelled", "runs/cand/targets-candidates/labelled": "labelled",
+    "runs/qs/iter-0/rollouts": "rollouts", "runs/r": "rollouts",
+    "runs/cand": "candidates", "runs/pairs/targets.parquet": "pairs",
+    "runs/big/labelled": "labelled", "runs/cand/targets-candidates/labelled": "labelled",
     "runs/cand/targets-test/labelled": "labelled",
     "runs/sft-exp/demos": "demos",
 }
 PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
-#: the stores' episodes: household's small preset with the expert's hints (cand16's candidates need them)
-HOUSEHOLD = {"env": "household", "env_kwargs": {"preset": "small", "max_steps": 4, "expert_hints": True}}
+#: the stores' episodes: household's small preset with the expert's hints (the candidates need them), no longer
+#: than the recipes' own episodes (a candidate start replays a stored prefix within the recipe's step limit)
+HOUSEHOLD = {"env": "household", "env_kwargs": {"preset": "small", "max_steps": MAX_STEPS, "expert_hints": True}}
 
 
 def _get(data: dict[str, Any], dotted: str) -> tuple[dict[str, Any], str] | None:
@@ -112,7 +114,8 @@ def assert_model_folder(path: Path, config: str = "config.json") -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_model_dir, scalar_prm_dir) -> dict[str, Path]:
     """What the recipes read, small: the tiny model as every policy, a scalar PRM and a likelihood PRM on it,
-    random-agent household episodes, the same with MC-Q targets, and expert demonstrations."""
+    random-agent household episodes, the same with MC-Q targets, candidate actions at their states (the expert
+    finishing each) with their Bradley–Terry pairs, and expert demonstrations."""
     from proctor.credit.stage import TargetsConfig, run_targets
     from proctor.prm.likelihood import LikelihoodPRMConfig, train_likelihood_prm
     from proctor.rollout import RolloutConfig, run_rollout
@@ -122,6 +125,12 @@ def runs(tmp_path_factory, tiny_model_dir, scalar_prm_dir) -> dict[str, Path]:
                               progress=False))
     run_targets(TargetsConfig(method="mc-q", params={"gamma": 0.95}, input=root / "rollouts", out=root / "targets",
                               write_back=root / "labelled"))
+    candidates = {"source": root / "rollouts", "prefix_lengths": "states", "per_source": 1, "completions": 1,
+                  "candidates": {"expert": True, "random": 1}}
+    run_rollout(RolloutConfig(env="household", env_kwargs={**HOUSEHOLD["env_kwargs"], "max_steps": 20},
+                              agent={"kind": "expert"}, start=candidates, out=root / "candidates", progress=False))
+    run_targets(TargetsConfig(method="candidate-pairs", params={"gamma": 0.9, "margin": 0.02},
+                              input=root / "candidates", out=root / "pairs"))
     run_rollout(RolloutConfig(env="household", env_kwargs={"preset": "small"}, agent={"kind": "expert"},
                               out=root / "demos", split="train", tasks=2, progress=False))
     assert any(t.success for t in TrajectoryStore.open(root / "demos").load())  # an anchor needs a success
@@ -129,7 +138,8 @@ def runs(tmp_path_factory, tiny_model_dir, scalar_prm_dir) -> dict[str, Path]:
                                              output_dir=root / "likelihood-prm", steps=1, batch_size=4,
                                              progress=False))
     return {"policy": tiny_model_dir, "scalar-prm": scalar_prm_dir, "likelihood-prm": root / "likelihood-prm",
-            **{name: root / name for name in ("rollouts", "labelled", "demos")}}
+            "pairs": root / "pairs" / "targets.parquet",
+            **{name: root / name for name in ("rollouts", "labelled", "candidates", "demos")}}
 
 
 # --- the runners: what each CLI verb calls, and what the run must have written
@@ -225,6 +235,7 @@ RECIPES: dict[str, Callable[[dict[str, Any]], None]] = {
     "prm/lik.yaml": run_prm_train_likelihood,
     "prm/lik-dagger.yaml": run_prm_train_likelihood,
     "rollout/cand16.yaml": run_rollout_config,
+    "stages/candidates.yaml": run_rollout_config,
 }
 
 
