@@ -37,7 +37,7 @@ def config(out: Path, tasks: int, **sections: Any) -> dict[str, Any]:
                     "n": 4, "epochs": 1, "batch_size": 8},
         "evaluate": {"split": "test", "tasks": tasks, "entries": [
             {"name": "policy", "agent": policy},
-            {"name": "best-of-4", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm", "base": policy}}]},
+            {"name": "best-of-4", "agent": {"kind": "best-of-n", "n": 4, "prm": "$prm", "agent": policy}}]},
         **sections}
 
 

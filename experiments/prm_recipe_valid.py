@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "pi0_success": pi0.summary["success_rate"], "variants": {}}
     for name, fields in args.variant:
         prm, seconds = prm_for(args.run, manifest, name, fields, args.work)
-        agent = {"kind": "best-of-n", "n": args.n, "prm": str(prm), "base": policy}
+        agent = {"kind": "best-of-n", "n": args.n, "prm": str(prm), "agent": policy}
         run = load_run(evaluate(agent, f"best-of-{args.n}", args.work / name / "bon-valid", manifest, args.tasks))
         result["variants"][name] = {"fields": fields, "prm_train_s": seconds,
                                     "success": run.summary["success_rate"], **paired(pi0, run)}
