@@ -8,7 +8,8 @@ engines plug in (docs/integrations.md).
 - `proctor.integrations.rewards`: `prm_reward_func`, any proctor PRM as a TRL reward function (stepwise text or env
   trajectories, its step scores aggregated by min, last or mean).
 - `proctor.integrations.openenv`: any proctor env as an OpenEnv environment server (`proctor serve-env`), its step
-  reward the env's or a PRM's score of the step, and `ProctorEnvClient`.
+  reward the env's or a PRM's score of the step, `ProctorEnvClient`, and `with_api_key` (OpenEnv's own clients,
+  such as `GenericEnvClient`, sending a server's API key).
 - `proctor.integrations.common`: what they share (an episode driven by another engine's calls, built as the rollout
   engine builds it; a PRM opened once and shared).
 
