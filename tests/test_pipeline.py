@@ -57,7 +57,7 @@ def test_the_loop_runs_records_lineage_resumes_and_reports(tmp_path):
     # each stage's config is recorded whole: the agent's own fields, not only those of the base agent config
     policy_eval = manifest["stages"]["iter-1/eval/policy"]["config"]["agent"]
     assert policy_eval["model"] == str(out / "iter-1" / "policy") and policy_eval["temperature"] == 1.0
-    assert manifest["stages"]["iter-0/eval/best-of-2"]["config"]["agent"]["base"]["prompt"]["history"] == 2
+    assert manifest["stages"]["iter-0/eval/best-of-2"]["config"]["agent"]["agent"]["prompt"]["history"] == 2
     assert manifest["stages"]["iter-0/improve"]["config"]["agent"]["temperature"] == 4.0
     assert (out / "iter-1" / "policy" / "model.safetensors").exists()
     assert seen[:3] == ["model", "demos", "sft"] and "improve" in seen
