@@ -54,7 +54,7 @@ from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import LossAggregation
 from proctor.rl.replay import ReplayBuffer, ReplayTransition, transitions
-from proctor.rl.served_policy import stop_generation_server
+from proctor.rl.served_policy import generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
 from proctor.rl.td import archer_advantage, polyak_update
 from proctor.training.distributed import is_main_process
@@ -136,43 +136,45 @@ def train_archer(cfg: ArCHerConfig) -> ArCHerResult:
     generator = torch.Generator().manual_seed(cfg.seed)
     pad = tokenizer.pad_token_id
     current, history = cfg.policy, []
-    for k in range(1, cfg.iterations + 1):
-        folder = cfg.output_dir / f"iter-{k}"
-        clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy (CHAI: the critic's best of K samples), on the main process
-        chai = (partial(CriticChoiceAgent, critic=critic.eval(), tokenizer=tokenizer, prompt=cfg.prompt,
-                        k=cfg.candidates, alpha=cfg.logprob_weight) if cfg.candidates > 1 else None)
-        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts", chai)
-        clock["rollout"] = time.monotonic()
-        # 2. the steps into the replay buffer
-        slots = buffer.add(transitions(tokenizer, trajs, cfg.prompt, iteration=k))
-        # 3. TD updates of the critic on replay minibatches, Polyak-averaged target
-        critic_log = update_critic(cfg, critic, target, buffer, generator)
-        clock["critic"] = time.monotonic()
-        # 4. after the warm-up: token-level policy gradient with A = min Q − min V on this iteration's steps
-        actor_log, drift = [], None
-        if cfg.train_actor and k > cfg.warmup_iterations:
-            rows = buffer.take(slots)
-            samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
-            drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size, cfg.precision)
-            baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt, cfg.agent.temperature,
-                                           progress=cfg.progress) if cfg.baseline == "expected" else None)
-            actor_log, trainer = update_actor(cfg, k, policy, critic, samples, pad, baseline)
-            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
-        clock["actor"] = time.monotonic()
-        # 5. save the critic, the buffer and the metrics (the main process writes)
-        critic_dir = folder / "critic"
-        if is_main_process():
-            critic.save_pretrained(critic_dir)
-            buffer.save(cfg.output_dir / REPLAY_FILE)
-        clock["save"] = time.monotonic()
-        metrics = {"iteration": k, "rollout": rollout, "transitions": len(slots), "buffer": len(buffer),
-                   "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
-                   "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
-                   "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
+    with generation_server(cfg, policy) as served:
+        for k in range(1, cfg.iterations + 1):
+            folder = cfg.output_dir / f"iter-{k}"
+            clock = {"start": time.monotonic()}
+            # 1. rollouts of the current policy (CHAI: the critic's best of K samples), on the main process
+            chai = (partial(CriticChoiceAgent, critic=critic.eval(), tokenizer=tokenizer, prompt=cfg.prompt,
+                            k=cfg.candidates, alpha=cfg.logprob_weight) if cfg.candidates > 1 else None)
+            trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts", chai,
+                                             served)
+            clock["rollout"] = time.monotonic()
+            # 2. the steps into the replay buffer
+            slots = buffer.add(transitions(tokenizer, trajs, cfg.prompt, iteration=k))
+            # 3. TD updates of the critic on replay minibatches, Polyak-averaged target
+            critic_log = update_critic(cfg, critic, target, buffer, generator)
+            clock["critic"] = time.monotonic()
+            # 4. after the warm-up: token-level policy gradient with A = min Q − min V on this iteration's steps
+            actor_log, drift = [], None
+            if cfg.train_actor and k > cfg.warmup_iterations:
+                rows = buffer.take(slots)
+                samples = [StepRow(t.prompt_ids, t.action_ids, sampling_logprobs=t.logprobs) for t in rows]
+                drift = fill_logprobs(policy, reference, samples, pad, cfg.minibatch_size, cfg.precision)
+                baseline = (expected_baselines(policy, critic, tokenizer, trajs, rows, cfg.prompt,
+                                               cfg.agent.temperature, progress=cfg.progress)
+                            if cfg.baseline == "expected" else None)
+                actor_log, trainer = update_actor(cfg, k, policy, critic, samples, pad, baseline)
+                current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
+            clock["actor"] = time.monotonic()
+            # 5. save the critic, the buffer and the metrics (the main process writes)
+            critic_dir = folder / "critic"
+            if is_main_process():
+                critic.save_pretrained(critic_dir)
+                buffer.save(cfg.output_dir / REPLAY_FILE)
+            clock["save"] = time.monotonic()
+            metrics = {"iteration": k, "rollout": rollout, "transitions": len(slots), "buffer": len(buffer),
+                       "mean_return": sum(t.total_reward for t in trajs) / len(trajs), "logprob_drift": drift,
+                       "critic": summarize(critic_log, "loss"), "train": summarize(actor_log, "loss"),
+                       "wall_s": stage_seconds(clock)}
+            record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
-    stop_generation_server(cfg)
     return ArCHerResult(Path(current), critic_dir, history)
 
 

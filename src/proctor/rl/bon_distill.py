@@ -34,6 +34,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,14 +44,14 @@ import torch
 from pydantic import Field
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
-from proctor.agents.registry import ServerRef
+from proctor.agents.registry import ServerRef, agent_config
 from proctor.models.shared_prefix import shared_prefix_token_logprobs
 from proctor.prm.likelihood import open_scorer
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
-from proctor.rl.served_policy import GenerationConfig
+from proctor.rl.served_policy import GenerationBackend, ServedPolicy
 from proctor.stats import best_of_n_probabilities
 from proctor.store import TrajectoryStore
 from proctor.training.config import OptimizationConfig
@@ -87,7 +88,7 @@ class BonDistillConfig(OptimizationConfig):
     states_from: Path = Field(description="a trajectory store of π's episodes (their steps are the states)")
     output_dir: Path = Field(description="a new or empty folder")
     prompt: PromptConfig = Field(default_factory=PromptConfig, description="the choice agent's prompt")
-    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where π's proposals are "
+    generation: GenerationBackend = Field(default_factory=GenerationBackend, description="where π's proposals are "
                                          "scored: in memory, or by a managed vLLM server serving `policy` "
                                          "(prompt_logprobs; proctor.rl.served_policy)")
     max_states: int | None = Field(default=2000, ge=1, description="states drawn at random (None: every step)")
@@ -170,26 +171,20 @@ def sample_targets(cfg: BonDistillConfig, student: ChoiceAgent, device: str) -> 
     if not states:
         raise ValueError(f"{cfg.states_from}: no step with two or more admissible actions (best-of-N distillation "
                          "needs an env that lists its actions)")
-    served = None
-    if cfg.generation.engine == "vllm":
-        from proctor.agents.registry import agent_config
-        from proctor.rl.served_policy import ServedPolicy
-
-        served = ServedPolicy(cfg.generation, cfg.policy, lora=False, log_file=Path(cfg.output_dir) / "vllm.log")
-        served.follow(cfg.policy)
-        proposer = agent_config(served.agent_config({"kind": "choice", "model": cfg.policy,
-                                                     "prompt": cfg.prompt.model_dump(mode="json")})).build()
-    else:
-        proposer = student if cfg.init is None else ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=device)
-    if student.tokenizer.get_vocab() != proposer.tokenizer.get_vocab():
-        raise ValueError(f"init: {cfg.init} has another tokenizer than policy {cfg.policy}; the student learns on the "
-                         "policy's token ids, so it must share its tokenizer")
-    try:
+    server = (ServedPolicy(cfg.generation, cfg.policy, lora=False, log_file=Path(cfg.output_dir) / "vllm.log")
+              if cfg.generation.engine == "vllm" else nullcontext())
+    with server as served:  # stopped when the targets are made, or on any error
+        if served is not None:
+            served.follow(cfg.policy)
+            proposer = agent_config(served.agent_config({"kind": "choice", "model": cfg.policy,
+                                                         "prompt": cfg.prompt.model_dump(mode="json")})).build()
+        else:
+            proposer = student if cfg.init is None else ChoiceAgent(cfg.policy, prompt=cfg.prompt, device=device)
+        if student.tokenizer.get_vocab() != proposer.tokenizer.get_vocab():
+            raise ValueError(f"init: {cfg.init} has another tokenizer than policy {cfg.policy}; the student learns on "
+                             "the policy's token ids, so it must share its tokenizer")
         targets = best_of_n_targets(proposer, open_scorer(cfg.prm, device=device, server=cfg.prm_server), states,
                                     cfg.n, cfg.progress)
-    finally:
-        if served is not None:
-            served.stop()
     orders = [rng.sample(range(len(targets)), len(targets)) for _ in range(cfg.epochs)]
     return Sampled(targets, orders, {"sampled_states": len(sampled), "episodes": len(stored),
                                      "episodes_left_out": len(stored) - len(trajs)})

@@ -32,7 +32,7 @@ from proctor.credit.outcome import outcome
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.served_policy import stop_generation_server
+from proctor.rl.served_policy import generation_server
 from proctor.rl.sft import SFTLoss
 from proctor.rl.sft_data import Example
 from proctor.rl.step_rows import step_row
@@ -67,33 +67,34 @@ def train_filtered_bc(cfg: FilteredBCConfig) -> FilteredBCResult:
     """Run `cfg.iterations` iterations of online filtered BC (see module docstring); returns the last iterate."""
     policy, tokenizer, _ = start_run(cfg)
     current, history, seen = cfg.policy, [], []
-    for k in range(1, cfg.iterations + 1):
-        folder = cfg.output_dir / f"iter-{k}"
-        clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy, on the main process
-        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
-        clock["rollout"] = time.monotonic()
-        # 2-3. returns, and the trajectories whose return is high enough
-        returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
-        seen += returns.tolist()
-        pool = torch.tensor(seen, dtype=torch.float64) if cfg.pool == "all" else returns
-        kept = [t for t, keep in zip(trajs, TRAJECTORY_FILTERS[cfg.keep](returns, cfg.keep_value, pool).tolist(),
-                                     strict=True) if keep]
-        # 4. SFT on the kept steps' generated ids
-        examples = [clone_example(tokenizer, t, i, cfg) for t in kept for i in range(len(t.steps))]
-        steps, trainer = clone(cfg, k, policy, examples, tokenizer.pad_token_id)
-        clock["train"] = time.monotonic()
-        # 5. save the iterate (the main process writes)
-        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
-        clock["save"] = time.monotonic()
-        metrics = {"iteration": k, "rollout": rollout, "mean_return": float(returns.mean()),
-                   "kept": len(kept), "examples": len(examples),
-                   "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
-                             "log": steps},
-                   "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
+    with generation_server(cfg, policy) as served:
+        for k in range(1, cfg.iterations + 1):
+            folder = cfg.output_dir / f"iter-{k}"
+            clock = {"start": time.monotonic()}
+            # 1. rollouts of the current policy, on the main process
+            trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts",
+                                             served=served)
+            clock["rollout"] = time.monotonic()
+            # 2-3. returns, and the trajectories whose return is high enough
+            returns = torch.tensor([trajectory_return(t, cfg.returns) for t in trajs], dtype=torch.float64)
+            seen += returns.tolist()
+            pool = torch.tensor(seen, dtype=torch.float64) if cfg.pool == "all" else returns
+            keep = TRAJECTORY_FILTERS[cfg.keep](returns, cfg.keep_value, pool).tolist()
+            kept = [t for t, k_ in zip(trajs, keep, strict=True) if k_]
+            # 4. SFT on the kept steps' generated ids
+            examples = [clone_example(tokenizer, t, i, cfg) for t in kept for i in range(len(t.steps))]
+            steps, trainer = clone(cfg, k, policy, examples, tokenizer.pad_token_id)
+            clock["train"] = time.monotonic()
+            # 5. save the iterate (the main process writes)
+            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, trainer))
+            clock["save"] = time.monotonic()
+            metrics = {"iteration": k, "rollout": rollout, "mean_return": float(returns.mean()),
+                       "kept": len(kept), "examples": len(examples),
+                       "train": {"steps": len(steps), "mean_loss": sum(steps) / len(steps) if steps else None,
+                                 "log": steps},
+                       "wall_s": stage_seconds(clock)}
+            record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
-    stop_generation_server(cfg)
     return FilteredBCResult(Path(current), history)
 
 

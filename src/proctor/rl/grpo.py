@@ -45,7 +45,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import LossAggregation
-from proctor.rl.served_policy import stop_generation_server
+from proctor.rl.served_policy import generation_server
 from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs, step_row
 from proctor.training.engine import FitResult, RowLoss, fit, shuffled, shuffled_batches
 from proctor.training.policy import save_trained
@@ -100,32 +100,34 @@ def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     loss = PolicyGradientLoss(tokenizer.pad_token_id, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high,
                               cfg.kl_coef, cfg.kl_estimator)
     current, history = cfg.policy, []
-    for k in range(1, cfg.iterations + 1):
-        folder = cfg.output_dir / f"iter-{k}"
-        clock = {"start": time.monotonic()}
-        # 1. K rollouts per task with the current policy (main process)
-        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
-        clock["rollout"] = time.monotonic()
-        # 2-3. group advantages, one sample per step with A ≠ 0
-        samples, adv_stats = step_samples(cfg, trajs, tokenizer)
-        if not samples:
-            log.warning("iteration %d: every group had equal returns; no gradient this iteration", k)
-        # 4. old (and reference) log-probs with the weights that sampled
-        drift = fill_logprobs(policy, reference, samples, tokenizer.pad_token_id, cfg.minibatch_size, cfg.precision)
-        clock["advantages"] = time.monotonic()
-        # 5. clipped policy-gradient epochs on the engine
-        result = train_rows(cfg, k, policy, samples, loss, folder / "trainer", "grpo train")
-        clock["train"] = time.monotonic()
-        # 6. save the iterate
-        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
-                                   result.trainer if result is not None else None))
-        clock["save"] = time.monotonic()
-        metrics = {"iteration": k, "rollout": rollout, **adv_stats, "samples": len(samples),
-                   "logprob_drift": drift, "train": summarize_steps(result),
-                   "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
+    with generation_server(cfg, policy) as served:
+        for k in range(1, cfg.iterations + 1):
+            folder = cfg.output_dir / f"iter-{k}"
+            clock = {"start": time.monotonic()}
+            # 1. K rollouts per task with the current policy (main process)
+            trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts",
+                                             served=served)
+            clock["rollout"] = time.monotonic()
+            # 2-3. group advantages, one sample per step with A ≠ 0
+            samples, adv_stats = step_samples(cfg, trajs, tokenizer)
+            if not samples:
+                log.warning("iteration %d: every group had equal returns; no gradient this iteration", k)
+            # 4. old (and reference) log-probs with the weights that sampled
+            drift = fill_logprobs(policy, reference, samples, tokenizer.pad_token_id, cfg.minibatch_size,
+                                  cfg.precision)
+            clock["advantages"] = time.monotonic()
+            # 5. clipped policy-gradient epochs on the engine
+            result = train_rows(cfg, k, policy, samples, loss, folder / "trainer", "grpo train")
+            clock["train"] = time.monotonic()
+            # 6. save the iterate
+            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
+                                       result.trainer if result is not None else None))
+            clock["save"] = time.monotonic()
+            metrics = {"iteration": k, "rollout": rollout, **adv_stats, "samples": len(samples),
+                       "logprob_drift": drift, "train": summarize_steps(result),
+                       "wall_s": stage_seconds(clock)}
+            record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
-    stop_generation_server(cfg)
     return GRPOResult(Path(current), history)
 
 

@@ -2,9 +2,9 @@
 `OnPolicyConfig`) and the agent that samples from the current iterate.
 
 Agents of kind `hf` (generation; no prefix cache, since the weights change between iterations) and `choice`
-(admissible actions by likelihood) run on the in-memory policy, or, with `generation: {engine: vllm}`, on a
-vLLM server that follows the iterate (`proctor.rl.served_policy`); any other kind with a `model` field is
-built on the current iterate's saved folder.
+(admissible actions by likelihood) run on the in-memory policy, or, with `generation: {engine: vllm}`, on the
+vLLM server the trainer holds for its run, which follows the iterate (`proctor.rl.served_policy.generation_server`);
+any other kind with a `model` field is built on the current iterate's saved folder.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from proctor.agents.base import Agent
 from proctor.agents.registry import AgentSpec, agent_config
 from proctor.prompts import PromptConfig
-from proctor.rl.served_policy import GenerationConfig
+from proctor.rl.served_policy import GenerationBackend, ServedPolicy
 
 NOT_A_MODEL = ("agent kind {kind!r} does not sample from a model; on-policy training needs the policy's own "
                "actions (e.g. kind hf or choice)")
@@ -31,7 +31,7 @@ class OnPolicyConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where the policy's samples "
+    generation: GenerationBackend = Field(default_factory=GenerationBackend, description="where the policy's samples "
                                          "are generated: in memory, or by a managed vLLM server")
     fresh_tasks: bool = Field(default=False, description="iteration k rolls out on tasks (k−1)·N … k·N−1 of the "
                               "split (N = `tasks`, wrapping round it), so each iteration sees new tasks; False: "
@@ -75,17 +75,14 @@ class OnPolicyConfig(BaseModel):
         return getattr(self.agent, "prompt", None) or PromptConfig()
 
 
-def make_sampler(cfg: Any, policy: torch.nn.Module, tokenizer: Any, current: str) -> Agent:
+def make_sampler(cfg: Any, policy: torch.nn.Module, tokenizer: Any, current: str,
+                 served: ServedPolicy | None = None) -> Agent:
     """The agent that samples the policy's actions (see module docstring) for a trainer config `cfg` (its
-    `agent` and `generation`); `current` is the current iterate's folder (the starting policy's name before the
-    first save)."""
+    `agent`); `current` is the current iterate's folder (the starting policy's name before the first save);
+    `served`: the run's vLLM server (`generation_server`), which then serves `current` and samples."""
     agent = cfg.agent
     policy.eval()
-    if cfg.generation.engine == "vllm" and agent.kind in ("hf", "choice"):
-        from proctor.rl.served_policy import served_policy
-        from proctor.training.policy import is_peft
-
-        served = served_policy(cfg, lora=is_peft(policy))
+    if served is not None:
         served.follow(current)
         return served.sampler(agent)
     if agent.kind == "hf":
@@ -103,14 +100,15 @@ def make_sampler(cfg: Any, policy: torch.nn.Module, tokenizer: Any, current: str
 
 
 def sample_rollouts(cfg: Any, k: int, policy: torch.nn.Module, tokenizer: Any, current: str, out: Any,
-                    wrap: Callable[[Agent], Agent] | None = None) -> tuple[list[Any], dict[str, Any]]:
+                    wrap: Callable[[Agent], Agent] | None = None, served: ServedPolicy | None = None
+                    ) -> tuple[list[Any], dict[str, Any]]:
     """Iteration k's `cfg.rollouts_per_task` rollouts per task of the current policy into `out`, run by the main
     process and broadcast to every process (`rollout_policy`); `wrap` turns the policy's sampler into the acting
-    agent (CHAI: the critic's best of K samples)."""
+    agent (CHAI: the critic's best of K samples); `served`: the run's vLLM server (`make_sampler`)."""
     from proctor.training.distributed import on_main_then_broadcast
 
     def run() -> tuple[list[Any], dict[str, Any]]:
-        sampler = make_sampler(cfg, policy, tokenizer, current)
+        sampler = make_sampler(cfg, policy, tokenizer, current, served)
         if wrap is not None:
             sampler = wrap(sampler)
         try:

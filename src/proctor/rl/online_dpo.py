@@ -58,7 +58,7 @@ from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summ
 from proctor.rl.on_policy import make_sampler, rollout_policy
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import CandidatePair, adjusted_scores, candidate_tokens, prompt_ids
-from proctor.rl.served_policy import stop_generation_server
+from proctor.rl.served_policy import ServedPolicy, generation_server
 from proctor.store import TrajectoryStore
 from proctor.training.distributed import is_main_process, on_main_then_broadcast
 from proctor.training.engine import fit, shuffled, shuffled_batches
@@ -124,42 +124,43 @@ def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     policy, tokenizer, device = start_run(cfg)
     scorer = open_scorer(cfg.prm, device=device, server=cfg.prm_server) if is_main_process() else None
     current, history = cfg.policy, []
-    for k in range(1, cfg.iterations + 1):
-        folder = cfg.output_dir / f"iter-{k}"
-        # 1-5. states, pairs and their reference log-probs, on the main process
-        rollout, collected, rows, clock = on_main_then_broadcast(
-            partial(sample_pairs, cfg, k, policy, tokenizer, scorer, current, folder, device))
-        # 6. DPO epochs over the pairs, on the engine
-        batches, epochs = shuffled_batches(rows, cfg.batch_size, cfg.epochs,
-                                           shuffled(torch.Generator().manual_seed(cfg.seed * 1_000_003 + k)), cfg)
-        if not batches:
-            raise ValueError(f"iteration {k}: {len(rows)} pairs, fewer than processes × gradient_accumulation_steps")
-        loss = DPOLoss(tokenizer.pad_token_id, cfg.loss, cfg.beta, cfg.label_smoothing, cfg.average, cfg.rpo_alpha,
-                       shared_prompt=not cfg.gradient_checkpointing)
-        fitted = fit(policy, batches, loss, cfg, folder / "trainer", label="dpo train", epochs=epochs)
-        clock["train"] = time.monotonic()
-        # 7. save the iterate (one process writes)
-        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, fitted.trainer))
-        clock["save"] = time.monotonic()
-        steps = fitted.curve
-        metrics = iteration_metrics(k, rollout, collected, rows, batches, steps, clock)
-        record_iteration(folder, metrics, history)
-        if is_main_process():
-            write_pairs(folder, [r.pair for r in rows])
-        log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(rows),
-                 steps[0]["loss"], steps[-1]["loss"])
+    with generation_server(cfg, policy) as served:
+        for k in range(1, cfg.iterations + 1):
+            folder = cfg.output_dir / f"iter-{k}"
+            # 1-5. states, pairs and their reference log-probs, on the main process
+            rollout, collected, rows, clock = on_main_then_broadcast(
+                partial(sample_pairs, cfg, k, policy, tokenizer, scorer, current, folder, device, served))
+            # 6. DPO epochs over the pairs, on the engine
+            order = shuffled(torch.Generator().manual_seed(cfg.seed * 1_000_003 + k))
+            batches, epochs = shuffled_batches(rows, cfg.batch_size, cfg.epochs, order, cfg)
+            if not batches:
+                raise ValueError(f"iteration {k}: {len(rows)} pairs, fewer than processes × "
+                                 "gradient_accumulation_steps")
+            loss = DPOLoss(tokenizer.pad_token_id, cfg.loss, cfg.beta, cfg.label_smoothing, cfg.average,
+                           cfg.rpo_alpha, shared_prompt=not cfg.gradient_checkpointing)
+            fitted = fit(policy, batches, loss, cfg, folder / "trainer", label="dpo train", epochs=epochs)
+            clock["train"] = time.monotonic()
+            # 7. save the iterate (one process writes)
+            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype, fitted.trainer))
+            clock["save"] = time.monotonic()
+            steps = fitted.curve
+            metrics = iteration_metrics(k, rollout, collected, rows, batches, steps, clock)
+            record_iteration(folder, metrics, history)
+            if is_main_process():
+                write_pairs(folder, [r.pair for r in rows])
+            log.info("online DPO iteration %d: %d pairs, loss %.4f → %.4f", k, len(rows),
+                     steps[0]["loss"], steps[-1]["loss"])
     write_summary(cfg, current, history)
-    stop_generation_server(cfg)
     return OnlineDPOResult(Path(current), history)
 
 
 def sample_pairs(cfg: OnlineDPOConfig, k: int, policy: torch.nn.Module, tokenizer: Any, scorer: StepScorer,
-                 current: str, folder: Path, device: str
+                 current: str, folder: Path, device: str, served: ServedPolicy | None = None
                  ) -> tuple[dict[str, Any], dict[str, Any], list[DPORow], dict[str, float]]:
     """Stages 1-5 of iteration k with the current policy: (rollout summary, pair counts, the pairs with their
-    reference log-probs, stage clock marks)."""
+    reference log-probs, stage clock marks); `served`: the run's vLLM server, if it samples there."""
     clock = {"start": time.monotonic()}
-    sampler = make_sampler(cfg, policy, tokenizer, current)
+    sampler = make_sampler(cfg, policy, tokenizer, current, served)
     # 1. states from the current policy's rollouts
     trajs, rollout = policy_rollouts(cfg, k, sampler, current, folder / "rollouts")
     prefixes = sample_states(trajs, cfg.max_states, random.Random(cfg.seed * 1_000_003 + k))

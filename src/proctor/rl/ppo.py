@@ -52,7 +52,7 @@ from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import LossAggregation, aggregate_loss_sum, value_loss_tokens
-from proctor.rl.served_policy import stop_generation_server
+from proctor.rl.served_policy import generation_server
 from proctor.rl.step_rows import (
     KLReference,
     PolicyGradientLoss,
@@ -132,43 +132,45 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
     # the critic's checkpointing is the PRM's own (`build`): the Trainer's needs a transformers model
     critic_opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate, "gradient_checkpointing": False})
     current, history = cfg.policy, []
-    for k in range(1, cfg.iterations + 1):
-        folder = cfg.output_dir / f"iter-{k}"
-        clock = {"start": time.monotonic()}
-        # 1. rollouts of the current policy (main process)
-        trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts")
-        clock["rollout"] = time.monotonic()
-        # 2. per-turn rewards (main process: the PRM scores once)
-        rewards = on_main_then_broadcast(partial(turn_rewards, cfg, trajs, scorer))
-        # 3. one row per step; old log-probs, reference log-probs and old values
-        rows = [[step_row(tokenizer, t, i, cfg.prompt) for i in range(len(t.steps))] for t in trajs]
-        flat = [r for rs in rows for r in rs]
-        drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size, cfg.precision)
-        fill_values(critic, flat, pad, cfg.minibatch_size, cfg.precision)
-        bootstrap = final_values(critic, tokenizer, trajs, cfg.prompt)
-        # 4. token-level GAE over each trajectory's action tokens, whitened
-        trajectory_gae(rows, rewards, bootstrap, cfg.gamma, cfg.lam)
-        if cfg.whiten_advantages:
-            whiten_rows(flat)
-        clock["advantages"] = time.monotonic()
-        # 5. PPO epochs on the engine: the policy, then the critic over the same minibatches
-        trained = train_rows(cfg, k, policy, flat, policy_loss, folder / "trainer", "ppo policy")
-        fitted = train_rows(cfg, k, critic, flat, critic_loss, folder / "critic-trainer", "ppo critic", critic_opt)
-        clock["train"] = time.monotonic()
-        # 6. save the iterate and the critic
-        current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
-                                   trained.trainer if trained is not None else None))
-        critic_dir = folder / "critic"
-        if is_main_process():
-            critic.save_pretrained(critic_dir)
-        barrier()
-        clock["save"] = time.monotonic()
-        metrics = {"iteration": k, "rollout": rollout, "steps": len(flat), "logprob_drift": drift,
-                   "mean_turn_reward": sum(map(sum, rewards)) / len(flat),
-                   "train": summarize_ppo(trained, fitted), "wall_s": stage_seconds(clock)}
-        record_iteration(folder, metrics, history)
+    with generation_server(cfg, policy) as served:
+        for k in range(1, cfg.iterations + 1):
+            folder = cfg.output_dir / f"iter-{k}"
+            clock = {"start": time.monotonic()}
+            # 1. rollouts of the current policy (main process)
+            trajs, rollout = sample_rollouts(cfg, k, policy, tokenizer, current, folder / "rollouts",
+                                             served=served)
+            clock["rollout"] = time.monotonic()
+            # 2. per-turn rewards (main process: the PRM scores once)
+            rewards = on_main_then_broadcast(partial(turn_rewards, cfg, trajs, scorer))
+            # 3. one row per step; old log-probs, reference log-probs and old values
+            rows = [[step_row(tokenizer, t, i, cfg.prompt) for i in range(len(t.steps))] for t in trajs]
+            flat = [r for rs in rows for r in rs]
+            drift = fill_logprobs(policy, reference, flat, pad, cfg.minibatch_size, cfg.precision)
+            fill_values(critic, flat, pad, cfg.minibatch_size, cfg.precision)
+            bootstrap = final_values(critic, tokenizer, trajs, cfg.prompt)
+            # 4. token-level GAE over each trajectory's action tokens, whitened
+            trajectory_gae(rows, rewards, bootstrap, cfg.gamma, cfg.lam)
+            if cfg.whiten_advantages:
+                whiten_rows(flat)
+            clock["advantages"] = time.monotonic()
+            # 5. PPO epochs on the engine: the policy, then the critic over the same minibatches
+            trained = train_rows(cfg, k, policy, flat, policy_loss, folder / "trainer", "ppo policy")
+            fitted = train_rows(cfg, k, critic, flat, critic_loss, folder / "critic-trainer", "ppo critic",
+                                critic_opt)
+            clock["train"] = time.monotonic()
+            # 6. save the iterate and the critic
+            current = str(save_trained(policy, tokenizer, folder / "policy", cfg.save_dtype,
+                                       trained.trainer if trained is not None else None))
+            critic_dir = folder / "critic"
+            if is_main_process():
+                critic.save_pretrained(critic_dir)
+            barrier()
+            clock["save"] = time.monotonic()
+            metrics = {"iteration": k, "rollout": rollout, "steps": len(flat), "logprob_drift": drift,
+                       "mean_turn_reward": sum(map(sum, rewards)) / len(flat),
+                       "train": summarize_ppo(trained, fitted), "wall_s": stage_seconds(clock)}
+            record_iteration(folder, metrics, history)
     write_summary(cfg, current, history)
-    stop_generation_server(cfg)
     return PPOResult(Path(current), critic_dir, history)
 
 

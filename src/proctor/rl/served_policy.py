@@ -14,30 +14,35 @@ ids the trainers rebuild for a prompt are those the server saw, and stores the g
 map to the `openai` agent (temperature, top-p, stop strings, `max_new_tokens` → `max_tokens`, seed); `choice`
 agents score the admissible actions by `prompt_logprobs` on the same server (one row per request: vLLM's CPU
 build cannot batch them with LoRA on).
-The server is stopped by `stop_generation_server` at the end of a run (and at interpreter exit in any case).
+The trainer owns its server: `with generation_server(cfg, policy) as served:` around its iterations (a
+`ServedPolicy` on the main process, which samples; None otherwise), so the server stops when the run ends, however
+it ends (and at interpreter exit in any case). `GenerationBackend` is the trainers' `generation:` section.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.agents.base import Agent
+from proctor.renames import moved_names
 from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig, VLLMServerError
-from proctor.training.policy import ADAPTER_DIR
+from proctor.training.distributed import is_main_process
+from proctor.training.policy import ADAPTER_DIR, is_peft
 
 log = logging.getLogger(__name__)
 
 SERVED_NAME = "policy"
 
 
-class GenerationConfig(BaseModel):
-    """Where the policy's samples are generated during on-policy training."""
+class GenerationBackend(BaseModel):
+    """Where the policy's samples are generated during on-policy training (a trainer's `generation:`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -50,7 +55,7 @@ class GenerationConfig(BaseModel):
 class ServedPolicy:
     """The vLLM server of one training run, serving its current iterate (see module docstring)."""
 
-    def __init__(self, config: GenerationConfig, start: str, lora: bool, log_file: Path):
+    def __init__(self, config: GenerationBackend, start: str, lora: bool, log_file: Path):
         self.server = VLLMServer(start, SERVED_NAME, config.server.model_copy(update={"enable_lora": lora}),
                                  log_file=log_file)
         self.lora = lora
@@ -118,6 +123,12 @@ class ServedPolicy:
     def stop(self) -> None:
         self.server.stop()
 
+    def __enter__(self) -> Self:
+        return self  # the server starts when it is first asked to follow an iterate
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def adapter_base(adapter: Path) -> str | None:
     """The folder (or hub name) of the model a saved LoRA adapter was trained on."""
@@ -131,19 +142,15 @@ def same_model(a: str | None, b: str | None) -> bool:
     return Path(a).resolve() == Path(b).resolve() if Path(a).exists() and Path(b).exists() else a == b
 
 
-_RUNS: dict[str, ServedPolicy] = {}
+def generation_server(cfg: Any, policy: Any) -> AbstractContextManager[ServedPolicy | None]:
+    """The vLLM server of a trainer's run (`cfg.generation.engine` vllm, an agent of kind hf or choice), to be held
+    for the run: `with generation_server(cfg, policy) as served:`, stopped when the block ends, however it ends.
+    A `ServedPolicy` of the starting policy (LoRA when `policy` has adapters) on the main process, the one that
+    samples; None elsewhere, and without vLLM (the in-memory policy samples)."""
+    if cfg.generation.engine != "vllm" or cfg.agent.kind not in ("hf", "choice") or not is_main_process():
+        return nullcontext()
+    return ServedPolicy(cfg.generation, str(cfg.policy), is_peft(policy), Path(cfg.output_dir) / "vllm.log")
 
 
-def served_policy(cfg: Any, lora: bool) -> ServedPolicy:
-    """The server of the run writing to `cfg.output_dir` (made on first use)."""
-    key = str(Path(cfg.output_dir).resolve())
-    if key not in _RUNS:
-        _RUNS[key] = ServedPolicy(cfg.generation, str(cfg.policy), lora, Path(cfg.output_dir) / "vllm.log")
-    return _RUNS[key]
-
-
-def stop_generation_server(cfg: Any) -> None:
-    """Stop the run's vLLM server, if it has one."""
-    run = _RUNS.pop(str(Path(cfg.output_dir).resolve()), None)
-    if run is not None:
-        run.stop()
+#: the backend's earlier name (transformers' `GenerationConfig` is another thing)
+__getattr__ = moved_names(__name__, {"GenerationConfig": "GenerationBackend"})
