@@ -127,3 +127,6 @@ def test_step_score_and_loss_aggregation_have_a_name_each():
     assert get_args(losses.LossAggregation) == ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
     assert not hasattr(steps, "Aggregation") and not hasattr(losses, "Aggregation")
     assert not hasattr(losses, "aggregate")  # the one `aggregate` is the step scores'
+    with pytest.warns(DeprecationWarning, match="proctor.search.AGGREGATIONS is now proctor.search.STEP_AGGREGATIONS"):
+        from proctor.search import AGGREGATIONS
+    assert AGGREGATIONS == steps.STEP_AGGREGATIONS

@@ -7,6 +7,7 @@ Importing this package registers the agent kind `best-of-n` and the search metho
 on a list of tasks into a trajectory store.
 """
 
+from proctor.renames import moved_names
 from proctor.search import agents as _agents  # noqa: F401  (registers the agent kind best-of-n)
 from proctor.search.agents import BestOfNConfig
 from proctor.search.aggregate import (
@@ -34,8 +35,12 @@ from proctor.search.tree import TreeSearch
 from proctor.search.tree_method import BeamConfig, DVTSConfig
 
 __all__ = [
-    "STEP_AGGREGATIONS", "BeamConfig", "BestOfNAgent", "BestOfNConfig", "Budget", "DVTSConfig", "Rerank", "SearchConfig",
-    "SearchJob", "SearchResult", "SearchRunConfig", "SearchSpec", "StepBestOfNConfig", "TrajectoryBestOfNConfig",
-    "TreeSearch", "aggregate", "answer_weights", "best_index", "get_search", "merge_candidates", "rank", "rerank",
-    "run_search", "search_config", "search_methods", "trajectory_budget", "weighted_best_index",
+    "STEP_AGGREGATIONS", "BeamConfig", "BestOfNAgent", "BestOfNConfig", "Budget", "DVTSConfig", "Rerank",
+    "SearchConfig", "SearchJob", "SearchResult", "SearchRunConfig", "SearchSpec", "StepBestOfNConfig",
+    "TrajectoryBestOfNConfig", "TreeSearch", "aggregate", "answer_weights", "best_index", "get_search",
+    "merge_candidates", "rank", "rerank", "run_search", "search_config", "search_methods", "trajectory_budget",
+    "weighted_best_index",
 ]
+
+#: the step-score aggregations' earlier name (a loss's aggregation is another thing: `proctor.rl.policy_losses`)
+__getattr__ = moved_names(__name__, {"AGGREGATIONS": "STEP_AGGREGATIONS"})
