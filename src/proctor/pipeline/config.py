@@ -62,7 +62,7 @@ from proctor.prm.config import PRMTrainConfig, upgrade_old_fields
 from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
-from proctor.rl.served_policy import GenerationConfig
+from proctor.rl.served_policy import GenerationBackend
 from proctor.rl.sft import SFTConfig
 from proctor.rollout.config import check_tasks
 
@@ -614,7 +614,7 @@ class PipelineConfig(_Section):
                                     "BonDistillConfig fields (`init: $prm`: from Q_k's LM); `states_from: "
                                     "$rollouts` takes the states from the iteration's rollouts")
     evaluate: EvalSection = Field(description="the evaluations after each iteration (and of π0)")
-    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="where π_k's samples for "
+    generation: GenerationBackend = Field(default_factory=GenerationBackend, description="where π_k's samples for "
                                          "rollouts, candidates and evaluations are generated: `engine: vllm` serves "
                                          "each iterate with a managed vLLM server (`proctor.rl.served_policy`); the "
                                          "`improve` section takes its own `generation`")
