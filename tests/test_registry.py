@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from proctor.registry import Registry, UnknownName, validate_config
+from proctor.registry import Registry, UnknownName, did_you_mean, validate_config
 
 
 def test_a_registry_adds_decorates_lists_and_refuses_a_second_entry_of_a_name():
@@ -30,6 +32,14 @@ def test_an_unknown_name_is_one_line_with_the_closest_and_the_known_names():
     assert isinstance(err.value, KeyError) and isinstance(err.value, ValueError)  # callers catch either
     with pytest.raises(UnknownName, match=r"unknown credit method 'zzz'; known: mc-q, mc-v, preference$"):
         reg["zzz"]  # nothing close: no guess
+
+
+def test_one_did_you_mean_hint_for_every_unknown_name_field_or_argument():
+    assert did_you_mean("stesp", ["seed", "steps"]) == " (did you mean 'steps'?)"
+    assert did_you_mean("zzz", ["steps"]) == "" and did_you_mean(3, ["steps"]) == ""
+    src = Path(__file__).resolve().parents[1] / "src" / "proctor"
+    guessing = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py") if "get_close_matches" in p.read_text())
+    assert guessing == ["registry.py"]  # the others call `did_you_mean`
 
 
 def test_validate_config_names_the_entry_and_each_bad_field():

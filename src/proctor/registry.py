@@ -11,14 +11,15 @@ agents, credit methods, search methods, trainers, PRM objectives, the RL math fa
 
 A registry is a read-only `Mapping` in registration order (`names()` lists the names sorted); an unknown name is an
 `UnknownName`, both a `KeyError` and a `ValueError` (so pydantic validators report it as a field error), whose
-message names the kind of entry, the closest known name and every known one. `validate_config` validates an entry's
+message names the kind of entry, the closest known name (`did_you_mean`, the hint of every message about an unknown
+name or field) and every known one. `validate_config` validates an entry's
 parameters against its pydantic config in one line naming the entry and the field.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -34,11 +35,16 @@ class UnknownName(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" with the known name closest to `name`, or "" when none is close: the one hint of
+    every message about an unknown name or field."""
+    close = difflib.get_close_matches(name, list(known), 1) if isinstance(name, str) else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def unknown_name(what: str, name: object, known: list[str]) -> UnknownName:
     """The error for `name`, not among the `known` names of `what`: with the closest name, and every known one."""
-    close = difflib.get_close_matches(str(name), known, 1) if isinstance(name, str) else []
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return UnknownName(f"unknown {what} {name!r}{hint}; known: {', '.join(known) or 'none'}")
+    return UnknownName(f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {', '.join(known) or 'none'}")
 
 
 class Registry(Mapping[str, T]):

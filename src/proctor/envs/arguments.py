@@ -9,12 +9,12 @@ the next `__init__` up its classes (where it passes them on), down to `TextEnv`'
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from proctor.envs.base import TextEnv
+from proctor.registry import did_you_mean
 
 
 def accepted_arguments(factory: Callable[..., Any]) -> tuple[list[str] | None, list[str]]:
@@ -41,9 +41,7 @@ def check_arguments(env: str, factory: Callable[..., Any], kwargs: Mapping[str, 
     if names is not None:
         for given in kwargs:
             if given not in names:
-                near = difflib.get_close_matches(given, names, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise ValueError(f"environment {env!r} has no argument {given!r}{hint}; it takes "
+                raise ValueError(f"environment {env!r} has no argument {given!r}{did_you_mean(given, names)}; it takes "
                                  f"{', '.join(names)}")
     missing = [name for name in required if name not in kwargs]
     if missing:

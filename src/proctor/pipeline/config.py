@@ -29,7 +29,6 @@ builds it once already with the folders as placeholders, so that a bad field or 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -60,6 +59,7 @@ from proctor.prm.config import DataSection as PRMDataSection
 from proctor.prm.config import ModelSection as PRMModelSection
 from proctor.prm.config import PRMTrainConfig, upgrade_old_fields
 from proctor.prm.likelihood import LikelihoodPRMConfig
+from proctor.registry import did_you_mean
 from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
 from proctor.rl.served_policy import GenerationBackend
@@ -300,10 +300,9 @@ class _Part(_Section):
     @classmethod
     def not_a_field(cls, name: str) -> str:
         fields = sorted(cls.model_fields)
-        close = difflib.get_close_matches(name, fields, 1)
         return (f"not a field of {cls.what} here" + (f" (the loop sets {', '.join(cls.loop_sets)})" if cls.loop_sets
                                                      else "")
-                + (f" (did you mean {close[0]!r}?)" if close else "") + f"; fields: {', '.join(fields)}")
+                + did_you_mean(name, fields) + f"; fields: {', '.join(fields)}")
 
     @classmethod
     def error_line(cls, where: str, loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:

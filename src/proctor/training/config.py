@@ -9,11 +9,11 @@ before anything loads. The engine (`proctor.training.engine`) turns them into `T
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from proctor.registry import did_you_mean
 from proctor.training.precision import Precision, resolve_device
 
 #: fields that an earlier version had, and what a config says now (one line each, before anything runs)
@@ -100,9 +100,8 @@ class OptimizationConfig(BaseModel):
             if key in ENGINE_ARGS:
                 raise ValueError(f"training_args.{key}: set by the trainer (use the config's own field)")
             if key not in known:
-                close = difflib.get_close_matches(key, known, 1)
                 raise ValueError(f"training_args.{key}: not a transformers.TrainingArguments field"
-                                 + (f" (did you mean {close[0]!r}?)" if close else ""))
+                                 f"{did_you_mean(key, known)}")
         return v
 
 
