@@ -4,11 +4,17 @@ it, with the scores of the PRM loaded in-process."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from proctor.pipeline import PipelineConfig, run_pipeline
 from proctor.pipeline.prm_server import with_prm_server
+from proctor.serving.process import ServerExited
 from proctor.store import TrajectoryStore
 from test_pipeline import toy_config
 
@@ -55,3 +61,52 @@ def test_evaluations_scored_by_the_served_prm_equal_in_process_scoring(tmp_path)
     assert stages["iter-0/eval/best-of-2"]["config"]["agent"]["prm_server"]["base_url"] == f"http://127.0.0.1:{port}"
     assert stages["iter-0/eval/policy"]["config"]["prm_server"]["base_url"] == f"http://127.0.0.1:{port}"
     assert "prm serve" in (tmp_path / "server" / "prm-server.log").read_text()
+
+
+def _kill_when_serving(run: Path, stop: threading.Event) -> None:
+    """Kill the `proctor prm serve` process of `run` once it answers (mid-stage: the loop starts it for the
+    first stage that scores with Q_k, and waits for it to answer before the stage begins)."""
+    import httpx
+
+    while not stop.is_set():
+        for proc in Path("/proc").iterdir():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in cmd and any(str(run).encode() in part for part in cmd):
+                port = json.loads((run / "prm-server.json").read_text())["port"]
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).raise_for_status()
+                except httpx.HTTPError:
+                    break
+                os.kill(int(proc.name), signal.SIGKILL)
+                return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_prm_server_killed_mid_stage_is_one_line_and_the_same_command_resumes(tmp_path):
+    """~60 s: the loop's PRM server SIGKILLed during the first stage that scores with it: that stage fails with one
+    line naming it, the server and its log, nothing of it recorded; the same run again restarts the server and
+    finishes with the scores of an uninterrupted run."""
+    cfg = {**toy_config(tmp_path / "run"), "iterations": 0, "prm_serving": {"engine": "server"}}
+    cfg["evaluate"]["entries"] = cfg["evaluate"]["entries"][:2]
+    cfg.pop("monitor")
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_when_serving, args=(tmp_path / "run", stop), daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(ServerExited, match=r"^stage iter-0/eval/\S+: the PRM server exited with code -9 during "
+                                               r"it \(its log: .*prm-server.log\); .*same command restarts"):
+            run_pipeline(PipelineConfig.model_validate(cfg))
+    finally:
+        stop.set()
+        killer.join()
+    stages = json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]
+    assert not [key for key in stages if "/eval/" in key]  # the failed stage is not recorded
+    summary = run_pipeline(PipelineConfig.model_validate(cfg))
+    assert [r["policy"] for r in summary["results"]] == ["policy", "best-of-2"]
+    policy = TrajectoryStore.open(tmp_path / "run" / "iter-0" / "eval" / "policy" / "trajectories").load()
+    assert policy and all(t.termination != "agent_error" for t in policy)
+    assert _scores(tmp_path / "run" / "iter-0" / "eval" / "policy" / "scored")

@@ -241,30 +241,42 @@ def test_online_dpo_samples_from_vllm_for_two_iterations(policy_server, smol_dir
     assert trajs and all(t.agent.startswith("openai:iter-1") for t in trajs)
 
 
-def test_proctor_run_samples_from_the_served_iterate(policy_server, smol_dir, tmp_path):
-    """`generation: {engine: vllm}` in a pipeline: rollouts and evaluations of π0 come from the managed server
-    (choice scoring by prompt_logprobs), which stops for training and with the run."""
+def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_server, smol_dir, tmp_path):
+    """`generation: {engine: vllm}` in a 2-iteration pipeline whose server has 2 data-parallel replicas: π0's
+    rollouts and evaluation, the improvement (best-of-N distillation, attached to the loop's server rather than
+    starting its own) and π1's evaluation all sample from the one server process, π1's weights reloaded in place;
+    each replica answers at least 30% of the requests."""
     from proctor.pipeline import PipelineConfig, run_pipeline
 
     policy_server.stop()
+    run = tmp_path / "run"
     cfg = PipelineConfig.model_validate({
-        "out": tmp_path / "run", "env": "household", "env_kwargs": {"preset": "small", "max_steps": 6}, "model": {"path": str(smol_dir)},
+        "out": run, "env": "household", "env_kwargs": {"preset": "small", "max_steps": 4},
+        "model": {"path": str(smol_dir)},
         "demos": {"tasks": 2, "agent": {"kind": "expert", "expert": "search"}}, "sft": {"steps": 1, "batch_size": 2},
-        "policy_agent": {"kind": "choice", "temperature": 1.0}, "iterations": 0,
-        "rollout": {"split": "train", "tasks": 2, "samples": 1}, "prm": {"kind": "likelihood", "steps": 1,
-                                                                        "batch_size": 2},
-        "evaluate": {"split": "test", "tasks": 2, "entries": [{"name": "policy",
+        "policy_agent": {"kind": "choice", "temperature": 1.0}, "iterations": 1,
+        "rollout": {"split": "train", "tasks": 3, "samples": 1},
+        "prm": {"kind": "likelihood", "steps": 1, "batch_size": 2},
+        "improve": {"method": "bon-distill", "states_from": "$rollouts", "max_states": 3, "n": 2, "epochs": 1,
+                    "batch_size": 2},
+        "evaluate": {"split": "test", "tasks": 3, "entries": [{"name": "policy",
                                                                "agent": {"kind": "choice", "model": "$policy"}}]},
         "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048,
-                                                    "max_num_batched_tokens": 32768}}})
+                                                    "max_num_batched_tokens": 32768, "data_parallel_size": 2}}})
     summary = run_pipeline(cfg)
-    port = json.loads((tmp_path / "run" / "vllm.json").read_text())["port"]
-    for store in ("iter-0/rollouts", "iter-0/eval/policy/trajectories"):
-        trajs = TrajectoryStore.open(tmp_path / "run" / store).load()
-        assert trajs and all(f"served as policy@http://127.0.0.1:{port}/v1" in t.agent for t in trajs), store
-    assert [r["policy"] for r in summary["results"]] == ["policy"]
-    # one server for the whole run: on the CPU there is no device memory to free while the PRM trains
-    assert (tmp_path / "run" / "vllm.log").read_text().count("Application startup complete") == 1
+    record = json.loads((run / "vllm.json").read_text())
+    url = f"http://127.0.0.1:{record['port']}/v1"
+    for store in ("iter-0/rollouts", "iter-0/eval/policy/trajectories", "iter-1/eval/policy/trajectories"):
+        trajs = TrajectoryStore.open(run / store).load()
+        assert trajs and all(f"served as policy@{url}" in t.agent for t in trajs), store
+    assert [(r["iteration"], r["policy"]) for r in summary["results"]] == [(0, "policy"), (1, "policy")]
+    improve = json.loads((run / "manifest.json").read_text())["stages"]["iter-0/improve"]["config"]
+    assert improve["generation"]["url"] == url and not (run / "iter-0" / "improve" / "vllm.log").exists()
+    log = (run / "vllm.log").read_text()
+    # one server process for the whole run: π1 reloaded into it (on the CPU nothing stops it for training)
+    assert log.count("Application startup complete") == 1 and "POST /collective_rpc" in log
+    counts = record["requests_by_engine"]
+    assert len(counts) == 2 and all(n >= 0.3 * sum(counts.values()) for n in counts.values()), counts
 
 
 def test_bon_distill_scores_the_proposals_on_a_managed_server(policy_server, smol_dir, tmp_path):
@@ -296,13 +308,13 @@ def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, pref
 
 
 def test_a_likelihood_prm_scores_remotely_as_locally_and_drives_best_of_n(prm_server, smol_dir, tmp_path, prefixes):
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
     from proctor.search.best_of_n import BestOfNAgent
 
     prm = _likelihood_prm(smol_dir, tmp_path / "prm")
     actions = [p.admissible_actions for p in prefixes]
-    local = open_scorer(prm, device="cpu", dtype="float32").score_action_groups(prefixes, actions)
-    remote_scorer = open_scorer(prm, server=ServerRef(base_url=prm_server.base_url))
+    local = PRMRef(prm=prm, device="cpu", dtype="float32").open().score_action_groups(prefixes, actions)
+    remote_scorer = PRMRef(prm=prm, prm_server=ServerRef(base_url=prm_server.base_url)).open()
     remote = remote_scorer.score_action_groups(prefixes, actions)
     for a, b in zip(local, remote, strict=True):
         assert b == pytest.approx(a, abs=1e-4)  # float32 on both sides

@@ -98,10 +98,11 @@ def one_line_errors(run: Callable[[], T]) -> T:
     from proctor.pipeline.launch import RankFailure
     from proctor.rollout.engine import AgentFailing
     from proctor.rollout.failures import EnvFailures
+    from proctor.serving.process import ServerExited
 
     try:
         return run()
-    except (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing) as e:
+    except (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing, ServerExited) as e:
         if debug_enabled():
             raise
         fail(e)

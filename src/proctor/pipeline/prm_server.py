@@ -66,6 +66,14 @@ class ServedPRM:
     def stop(self) -> None:
         self._process.stop()
 
+    def exited(self) -> int | None:
+        """The exit code of a server that ended by itself (None while it runs)."""
+        return self._process.exited()
+
+    @property
+    def log_file(self) -> Path:
+        return self._process.log_file
+
 
 def with_prm_server(value: Any, prm: str, ref: dict[str, Any]) -> Any:
     """`value` (an agent or search config) with `prm_server: ref` given to every part that ranks with PRM `prm`."""

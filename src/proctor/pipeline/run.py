@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from proctor.pipeline.config import (
@@ -117,7 +118,16 @@ class Pipeline:
         return self.manifest
 
     def stop_servers(self) -> None:
-        """Stop the run's servers (the served policy, the served PRM)."""
+        """Stop the run's servers (the served policy, the served PRM); the policy server's requests by replica
+        (data-parallel engine) are added to `out/vllm.json` first."""
+        if self.served is not None and self.served.server.running and is_main_process():
+            record = self.out / "vllm.json"
+            try:
+                counts = self.served.server.requests_by_engine()
+            except httpx.HTTPError as e:
+                log.warning("vLLM: its request counts could not be read (%s)", e)
+            else:
+                record.write_text(json.dumps({**json.loads(record.read_text()), "requests_by_engine": counts}))
         for server in (self.served, self.served_prm):
             if server is not None:
                 server.stop()
@@ -213,7 +223,8 @@ class Pipeline:
             return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
                                  split=section.split, tasks=self.resolve_tasks(section), samples=section.samples,
                                  batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
-                                 step_timeout=self.cfg.step_timeout)
+                                 step_timeout=self.cfg.step_timeout,
+                                 retry_failed=self.served is not None and policy is not None)
 
         return Stage(key, iteration, describe_tasks(self.cfg.env, section, self.sizes), who, out, config, inputs,
                      [out / "manifest.json"], run_rollout, lambda r: r.summary.to_dict(), serves=policy)
@@ -249,7 +260,7 @@ class Pipeline:
         def config() -> RolloutConfig:
             return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
                                  batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
-                                 step_timeout=self.cfg.step_timeout,
+                                 step_timeout=self.cfg.step_timeout, retry_failed=self.served is not None,
                                  start={"source": rollouts, "prefix_lengths": "states",
                                         "completions": section.completions, "per_source": section.per_source,
                                         "candidates": {"seed": self.cfg.seed, **section.candidates}})
@@ -335,7 +346,8 @@ class Pipeline:
             return EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
                               split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
                               seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
-                              prm=scored_by, prm_server=server if scored_by is not None else None)
+                              prm=scored_by, prm_server=server if scored_by is not None else None,
+                              retry_failed=entry.agent is not None and (self.served is not None or server is not None))
 
         runs = f"evaluate {entry.name!r} on " + describe_tasks(self.cfg.env, section, self.sizes,
                                                                 first=None if entry.panel else entry.tasks)
@@ -368,9 +380,12 @@ class Pipeline:
         pi, name, improve = f"π{k}", f"Q{k}", self.cfg.improve
         rollouts = self.out / f"iter-{k}" / "rollouts"  # `$rollouts`: π_k's rollouts, already made for Q_k
 
+        on_loop_server = improves_on_loop_server(self.cfg)
+
         def config() -> Any:
-            return improve.stage_config(self.cfg, {"$policy": policy, "$prm": prm, "$out": work,
-                                                   "$rollouts": rollouts})
+            built = improve.stage_config(self.cfg, {"$policy": policy, "$prm": prm, "$out": work,
+                                                    "$rollouts": rollouts})
+            return built.model_copy(update={"generation": loop_server(self.cfg)}) if on_loop_server else built
 
         if isinstance(improve, BonDistillSection):
             train = self._bon_distill(work, nxt)
@@ -392,7 +407,8 @@ class Pipeline:
         inputs = [policy, prm] + ([rollouts if str(states_from) == "$rollouts" else Path(states_from)]
                                   if states_from is not None else [])
         return Stage(f"iter-{k}/improve", k, what, f"{pi} against {name} → π{k + 1}", nxt, config, inputs,
-                     [nxt / "config.json"], train, lambda r: r, trains=True, name="improve")
+                     [nxt / "config.json"], train, lambda r: r, trains=True,
+                     serves=policy if on_loop_server else None, name="improve")
 
     def _online_dpo(self, k: int, policy: Path, work: Path, nxt: Path) -> Callable[[OnlineDPOConfig], dict[str, Any]]:
         from proctor.rl.online_dpo import NoPreferencePairs, train_online_dpo
@@ -470,17 +486,21 @@ class Pipeline:
                     shutil.rmtree(stage.out)
                 barrier()
                 return inner_train()
-        if self.served is not None and stage.trains and self.frees_devices_to_train():
+        if self.served is not None and stage.serves is not None:
+            served, inner, policy = self.served, run, stage.serves
+
+            def run() -> Any:  # a training stage that samples (the improvement) makes it follow its iterates
+                served.follow(str(policy))
+                try:
+                    return inner()
+                finally:
+                    if stage.trains:
+                        served.forget()
+        elif self.served is not None and stage.trains and self.frees_devices_to_train():
             served, inner = self.served, run
 
             def run() -> Any:  # training needs the GPUs' memory; the next stage that samples restarts it
                 served.stop()
-                return inner()
-        elif self.served is not None and stage.serves is not None:
-            served, inner, policy = self.served, run, stage.serves
-
-            def run() -> Any:
-                served.follow(str(policy))
                 return inner()
         if self.served_prm is not None and stage.scores is not None:
             served_q, scoring, scores = self.served_prm, run, stage.scores
@@ -488,6 +508,20 @@ class Pipeline:
             def run() -> Any:
                 served_q.follow(scores)
                 return scoring()
+        servers = [(what, server) for what, server, used in (("the vLLM server", self.served, stage.serves),
+                                                             ("the PRM server", self.served_prm, stage.scores))
+                   if server is not None and used is not None]
+        if servers:
+            watched = run
+
+            def run() -> Any:  # a server that died during the stage fails it, whatever the stage made of that
+                try:
+                    result = watched()
+                except Exception as e:
+                    died(stage, servers, e)
+                    raise
+                died(stage, servers)
+                return result
         return manifest.stage(stage.key, iteration=stage.iteration, inputs=stage.inputs, outputs=stage.outputs,
                               config=config, run=run, result=result, command=self.command(stage))
 
@@ -597,13 +631,51 @@ def served_generation(cfg: PipelineConfig) -> Any:
     port = cfg.generation.server.port or (json.loads(record.read_text())["port"] if record.is_file() else free_port())
     cfg.out.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"port": port}))
-    server = cfg.generation.server.model_copy(update={"port": port, "weight_reload": True})
+    server = served_server_config(cfg).model_copy(update={"port": port})
     if cfg.devices.generation is not None:  # the device plan's GPUs for the server
         from proctor.pipeline.launch import DevicePlan
 
         server = server.model_copy(update={"env": {**server.env, **DevicePlan.visible(cfg.devices.generation)}})
     return ServedPolicy(cfg.generation.model_copy(update={"server": server}), "", lora=False,
                         log_file=cfg.out / "vllm.log")
+
+
+def died(stage: Stage, servers: list[tuple[str, Any]], cause: BaseException | None = None) -> None:
+    """Raise `ServerExited` (one line) when one of the `servers` a stage used exited during it: nothing of the
+    stage is recorded, and the same command restarts the server and resumes the stage (its stores keep what was
+    made; the failed episodes are retried)."""
+    from proctor.serving.process import ServerExited
+
+    for what, server in servers:
+        if (code := server.exited()) is not None:
+            raise ServerExited(f"stage {stage.key}: {what} exited with code {code} during it (its log: "
+                               f"{server.log_file}); what the stage made is kept, and running the same command "
+                               "restarts the server and resumes the stage") from cause
+
+
+def improves_on_loop_server(cfg: PipelineConfig) -> bool:
+    """Whether the improvement samples from the loop's vLLM server (`generation: {engine: vllm}` and an `improve`
+    section that sets no `generation` of its own): its trainer attaches to it and makes it follow its iterates."""
+    return cfg.generation.engine == "vllm" and "generation" not in cfg.improve.model_fields_set
+
+
+def loop_server(cfg: PipelineConfig) -> Any:
+    """The `generation` of a trainer that samples from the loop's running vLLM server (`GenerationBackend.url`, the
+    port that `served_generation` keeps in `out/vllm.json`; the same from a launched stage's process)."""
+    from proctor.rl.served_policy import GenerationBackend
+
+    record = cfg.out / "vllm.json"  # written when the run opens; before that (a dry run) the configured port
+    port = json.loads(record.read_text())["port"] if record.is_file() else cfg.generation.server.port
+    return GenerationBackend(engine="vllm", url=f"http://127.0.0.1:{port}/v1",
+                             server=served_server_config(cfg).model_copy(update={"port": port}))
+
+
+def served_server_config(cfg: PipelineConfig) -> Any:
+    """The loop's vLLM server settings: the `generation` section's, with `weight_reload` (each full-weight iterate
+    reloads in place) and `enable_lora` when the improvement trains LoRA on it (its iterates hot-load)."""
+    lora = improves_on_loop_server(cfg) and getattr(cfg.improve, "lora", None) is not None
+    return cfg.generation.server.model_copy(update={"weight_reload": True,
+                                                    "enable_lora": cfg.generation.server.enable_lora or lora})
 
 
 def served_prm(cfg: PipelineConfig) -> Any:

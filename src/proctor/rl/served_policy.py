@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.agents.base import Agent
 from proctor.renames import moved_names
-from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig, VLLMServerError
+from proctor.serving.vllm_server import AttachedVLLMServer, VLLMServer, VLLMServerConfig, VLLMServerError
 from proctor.training.distributed import is_main_process
 from proctor.training.policy import ADAPTER_DIR, is_peft
 
@@ -50,27 +50,34 @@ class GenerationBackend(BaseModel):
                                              "managed vLLM server that follows each iterate (LoRA hot-load, or a "
                                              "restart on full weights)")
     server: VLLMServerConfig = Field(default_factory=VLLMServerConfig, description="the vLLM server's settings")
+    url: str | None = Field(default=None, description="the base URL (`http://127.0.0.1:PORT/v1`) of a running vLLM "
+                            "server to sample from instead of starting one (the loop's, which serves the starting "
+                            "policy): the trainer makes it follow each iterate (`server.weight_reload`, or "
+                            "`server.enable_lora` for LoRA iterates, as it was started) and leaves it running")
 
 
 class ServedPolicy:
     """The vLLM server of one training run, serving its current iterate (see module docstring)."""
 
     def __init__(self, config: GenerationBackend, start: str, lora: bool, log_file: Path):
-        self.server = VLLMServer(start, SERVED_NAME, config.server.model_copy(update={"enable_lora": lora}),
-                                 log_file=log_file)
-        self.lora = lora
+        server = config.server.model_copy(update={"enable_lora": lora or config.server.enable_lora})
+        self.server = (VLLMServer(start, SERVED_NAME, server, log_file=log_file) if config.url is None
+                       else AttachedVLLMServer(config.url, start, SERVED_NAME, server))
+        self.lora = self.server.config.enable_lora
         self.current = start
         self.model = SERVED_NAME
 
     def follow(self, current: str) -> str:
         """Serve the iterate saved in `current` (starting or restarting the server as needed); returns the model
-        name to ask for."""
+        name to ask for. A LoRA iterate is hot-loaded onto its base model (the base reloaded first when the server
+        holds other weights)."""
         adapter = Path(current) / ADAPTER_DIR
-        on_served_base = (adapter / "adapter_config.json").is_file() and same_model(adapter_base(adapter),
-                                                                                     self.server.model)
-        if self.lora and on_served_base:
+        base = adapter_base(adapter) if self.lora and (adapter / "adapter_config.json").is_file() else None
+        if base is not None:
             if not self.server.running:
-                self.server.start()  # the base model; adapters are loaded on top
+                self.server.restart(base)
+            elif not same_model(base, self.server.model):
+                self.reload(base)
             name = Path(current).parent.name or "iterate"
             if self.server.adapters.get(name) != str(adapter):
                 self.model = self.server.load_lora(name, adapter)
@@ -83,6 +90,12 @@ class ServedPolicy:
             log.info("vLLM now serves %s as %r", current, self.model)
         self.current = current
         return self.model
+
+    def forget(self) -> None:
+        """Take the served weights as unknown (another process, a trainer attached to this server, made it follow
+        its own iterates): the next `follow` reloads whatever it is asked for."""
+        self.server.model = ""
+        self.server.adapters.clear()
 
     def reload(self, current: str) -> None:
         """Serve the full weights in `current`: in place where the server allows it (`weight_reload`), else (or
@@ -122,6 +135,14 @@ class ServedPolicy:
 
     def stop(self) -> None:
         self.server.stop()
+
+    def exited(self) -> int | None:
+        """The exit code of a server that ended by itself (None while it runs)."""
+        return self.server.exited()
+
+    @property
+    def log_file(self) -> Path:
+        return self.server.log_file
 
     def __enter__(self) -> Self:
         return self  # the server starts when it is first asked to follow an iterate

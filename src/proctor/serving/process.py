@@ -24,6 +24,10 @@ import httpx
 log = logging.getLogger(__name__)
 
 
+class ServerExited(RuntimeError):
+    """A server a run manages exited by itself while the run needed it (the message is one line)."""
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the parent (the thread that started it) dies (Linux prctl(2))."""
     if sys.platform.startswith("linux"):
@@ -45,6 +49,11 @@ class ServerProcess:
     def pid(self) -> int | None:
         """The server's process id (None when it is not running)."""
         return self._proc.pid if self._proc is not None and self.running else None
+
+    def exited(self) -> int | None:
+        """The exit code of a server that ended by itself (killed, crashed) since it started; None while it runs,
+        and after `stop`."""
+        return self._proc.poll() if self._proc is not None else None
 
     def start(self, command: list[str], env: Mapping[str, str], ready_url: str, timeout: float,
               headers: Mapping[str, str] | None = None) -> None:

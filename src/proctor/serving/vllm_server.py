@@ -177,6 +177,10 @@ class VLLMServer:
         """The server's process id (None when it is not running)."""
         return self._process.pid
 
+    def exited(self) -> int | None:
+        """The exit code of a server that ended by itself since it started (None while it runs)."""
+        return self._process.exited()
+
     def reload_weights(self, model: str | os.PathLike) -> None:
         """Load the full weights saved in `model` (the same architecture and tokenizer) into the running server in
         place (vLLM's `reload_weights`, a `weight_reload` server), and drop the prefix cache computed with the old
@@ -201,7 +205,7 @@ class VLLMServer:
             raise VLLMServerError("load_lora needs a server started with enable_lora: true")
         if not (Path(folder) / "adapter_config.json").is_file():
             raise VLLMServerError(f"{folder}: no adapter_config.json (not a saved LoRA adapter)")
-        if name in self.adapters:
+        if name in self.adapters or name in self.served_models():  # the name may be another client's adapter
             self._post("unload_lora_adapter", {"lora_name": name})
         self._post("load_lora_adapter", {"lora_name": name, "lora_path": str(Path(folder).resolve())})
         self.adapters[name] = str(folder)
@@ -228,4 +232,62 @@ class VLLMServer:
 
     def log_tail(self, lines: int = 30) -> str:
         return self._process.log_tail(lines)
+
+    def requests_by_engine(self) -> dict[str, int]:
+        """The requests each of the server's engines (its data-parallel copies) has finished so far, from its
+        Prometheus `/metrics` (`vllm:request_success_total`, summed over finish reasons, by `engine` label)."""
+        resp = httpx.get(f"{self.base_url.removesuffix('/v1')}/metrics", headers=self._headers(), timeout=30)
+        resp.raise_for_status()
+        return requests_by_engine(resp.text)
+
+
+class AttachedVLLMServer(VLLMServer):
+    """A vLLM server another process manages (the loop's, at `url`), which this one follows the iterate on but
+    neither starts nor stops: `model` is what it serves now (the owner made it serve the starting policy)."""
+
+    def __init__(self, url: str, model: str | os.PathLike, served_name: str, config: VLLMServerConfig | None = None):
+        super().__init__(model, served_name, (config or VLLMServerConfig()).model_copy(
+            update={"port": int(httpx.URL(url).port or 80)}), log_file=os.devnull)
+        self.url = url.rstrip("/")
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    @property
+    def running(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/models", headers=self._headers(), timeout=10).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start(self) -> Self:
+        if not self.running:
+            raise VLLMServerError(f"the vLLM server at {self.base_url} does not answer (it is managed elsewhere: "
+                                  "see its owner's log)")
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Nothing to stop: the server is its owner's."""
+
+    def exited(self) -> int | None:
+        return None  # its owner watches it
+
+    def restart(self, model: str | os.PathLike | None = None) -> None:
+        raise VLLMServerError(f"the vLLM server at {self.base_url} is managed elsewhere: it cannot be restarted on "
+                              f"{model} from here (give it weight_reload, or enable_lora for LoRA iterates)")
+
+
+def requests_by_engine(metrics: str) -> dict[str, int]:
+    """Finished requests by engine label in a vLLM Prometheus text page (lines such as
+    `vllm:request_success_total{engine="1",finished_reason="stop",model_name="policy"} 12.0`)."""
+    counts: dict[str, int] = {}
+    for line in metrics.splitlines():
+        if not line.startswith("vllm:request_success_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        engine = next((part.split("=", 1)[1].strip('"') for part in labels[labels.index("{") + 1:-1].split(",")
+                       if part.startswith("engine=")), "0")
+        counts[engine] = counts.get(engine, 0) + int(float(value))
+    return counts
 
