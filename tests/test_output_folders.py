@@ -1,6 +1,7 @@
 """One rule for a command that writes into a folder already holding outputs (`proctor.outputs`): the same run
 resumes, another run is refused in one line naming what differs, `--overwrite` replaces it. A write-back store
-never holds the labels (`targets --write-back`) or PRM scores (`prm score --write-back`) of two runs."""
+never holds the labels (`targets --write-back`) or PRM scores (`prm score --write-back`, `eval --prm`) of two runs;
+`rollout` and `eval` follow it too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from credit_fixtures import toy_rollouts, traj
 from proctor.cli import app
-from proctor.outputs import OutputExistsError, claim_output, first_difference
+from proctor.outputs import CHOICES, OutputExistsError, claim_output, first_difference
 from proctor.store import TrajectoryStore
 
 runner = CliRunner()
@@ -151,3 +152,74 @@ def test_claim_output_resumes_refuses_or_replaces_only_its_own_outputs(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
     assert first_difference({"a": 1, "b": [1]}, {"b": [1, 2], "a": 1}) == "field 'b' is [1] there and [1, 2] here"
     assert first_difference({"a": 1, "old": 2}, {"a": 1}) == "field 'old' is 2 there and null here"
+
+
+def lines_stored(folder) -> int:
+    """The records in a store's shards (a replaced record would still be there)."""
+    return sum(shard.read_bytes().count(b"\n") for shard in (folder / "shards").iterdir())
+
+
+EXPERT = ("--agent", "expert", "--agent-arg", "expert=search")
+
+
+def evaluate(out, *args: str):
+    return runner.invoke(app, ["eval", "--env", "household", "--tasks", "2", "--out", str(out), "--device", "cpu",
+                               "--no-progress", *args])
+
+
+def test_eval_with_another_prm_never_keeps_stale_scores(tmp_path, tiny_model_dir):
+    a, b = scalar_prm(tmp_path / "prm-a", tiny_model_dir, 0), scalar_prm(tmp_path / "prm-b", tiny_model_dir, 1)
+    out = tmp_path / "eval"
+    first = evaluate(out, *EXPERT, "--prm", str(a))
+    assert first.exit_code == 0, first.output
+    by_a = stored_scores(out / "scored")
+
+    line = one_line(evaluate(out, *EXPERT, "--prm", str(b)))
+    assert line.startswith(f"error: {out / 'scored'}: holds the PRM scores of another run (field 'prm.path' is ")
+    assert line.endswith(CHOICES)
+    assert stored_scores(out / "scored") == by_a  # left as it was
+
+    replaced = evaluate(out, *EXPERT, "--prm", str(b), "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    code, by_b, output = score(b, out / "trajectories", tmp_path / "b-scores")  # B's scores of these episodes
+    assert code == 0, output
+    assert stored_scores(out / "scored") == by_b and lines_stored(out / "scored") == 2  # none of A's remain
+    steps = [x for scores in by_b.values() for x in scores]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prm_path"] == str(b) and summary["prm"]["mean_step_score"] == pytest.approx(sum(steps) / len(steps))
+
+    resumed = evaluate(out, *EXPERT, "--prm", str(b))  # the same run resumes
+    assert resumed.exit_code == 0, resumed.output
+    assert stored_scores(out / "scored") == by_b and lines_stored(out / "scored") == 2
+
+
+def test_eval_of_another_agent_is_one_line_and_overwrite_replaces_it(tmp_path):
+    out = tmp_path / "eval"
+    assert evaluate(out, *EXPERT).exit_code == 0
+    line = one_line(evaluate(out, "--agent", "random"))
+    assert line.startswith(f"error: {out / 'trajectories'}: holds the trajectories of another run (field 'agent' is ")
+    assert line.endswith(CHOICES)
+    replaced = evaluate(out, "--agent", "random", "--max-steps", "3", "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    trajs = TrajectoryStore.open(out / "trajectories").load()
+    assert len(trajs) == 2 == lines_stored(out / "trajectories") and all(t.agent.startswith("random") for t in trajs)
+    assert json.loads((out / "summary.json").read_text())["agent"]["kind"] == "random"
+
+
+def rollout(out, *args: str):
+    return runner.invoke(app, ["rollout", "--env", "guess", "--env-module", "test_rollout_envs", "--agent", "expert",
+                               "--tasks", "2", "--out", str(out), "--no-progress", *args])
+
+
+def test_rollout_of_another_run_is_one_line_and_overwrite_replaces_it(tmp_path):
+    out = tmp_path / "rollouts"
+    assert rollout(out).exit_code == 0
+    line = one_line(rollout(out, "--seed", "1"))
+    assert line == (f"error: {out}: holds the trajectories of another run (field 'seed' is 0 there and 1 here); "
+                    f"{CHOICES}")
+    assert TrajectoryStore.open(out).meta["rollout"]["seed"] == 0 and lines_stored(out) == 2  # left as it was
+    replaced = rollout(out, "--seed", "1", "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    store = TrajectoryStore.open(out)
+    assert store.meta["rollout"]["seed"] == 1 and len(store.load()) == 2 == lines_stored(out)
+    assert rollout(out, "--seed", "1").exit_code == 0 and lines_stored(out) == 2  # the same run resumes

@@ -1,4 +1,5 @@
-"""`proctor rollout`: the summary it prints and writes, bad input, and kill -9 then resume."""
+"""`proctor rollout`: the summary it prints and writes, bad input, kill -9 then resume, and a config file with the
+options that override it."""
 
 from __future__ import annotations
 
@@ -107,3 +108,27 @@ def test_from_completes_another_store_with_the_configs_start(tmp_path, monkeypat
     done = TrajectoryStore.open(Path("cand")).load()
     assert len(done) == 2 * 2  # 2 sources x 1 state x (the expert's action and 1 random one) x 1 completion
     assert {t.meta["prefix_of"] for t in done} == sources and all("candidate" in t.meta for t in done)
+
+
+def test_a_configs_fields_hold_unless_an_option_is_given(tmp_path):
+    """`--config`: the file's split, samples and seed are the run's; an option given overrides its field."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+
+    config = tmp_path / "rollout.yaml"
+    config.write_text(yaml.safe_dump({"env": "guess", "env_module": "test_rollout_envs", "split": "valid", "tasks": 2,
+                                      "samples": 2, "seed": 3, "agent": {"kind": "expert"}, "progress": False}))
+
+    def run(out: str, *args: str) -> TrajectoryStore:
+        res = CliRunner().invoke(app, ["rollout", "--config", str(config), "--out", str(tmp_path / out), *args])
+        assert res.exit_code == 0, res.output
+        return TrajectoryStore.open(tmp_path / out)
+
+    store = run("file")
+    assert sorted(t.key for t in store.load()) == [("valid-0", 0), ("valid-0", 1), ("valid-1", 0), ("valid-1", 1)]
+    assert (store.meta["rollout"]["split"], store.meta["rollout"]["seed"]) == ("valid", 3)
+    store = run("given", "--split", "train", "--samples", "1")
+    assert sorted(t.key for t in store.load()) == [("train-0", 0), ("train-1", 0)]
+    assert (store.meta["rollout"]["split"], store.meta["rollout"]["seed"]) == ("train", 3)

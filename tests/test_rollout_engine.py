@@ -152,7 +152,8 @@ def test_resume_skips_stored_pairs_and_refuses_a_different_run(tmp_path):
     before = len(agent.batch_sizes)
     rollout(EnvSpec("guess"), agent, TASKS, tmp_path / "s", samples_per_task=2, progress=False)
     assert len(agent.batch_sizes) == before > first_calls  # nothing left to do: no agent call
-    with pytest.raises(ValueError, match="meta.rollout.seed"):
+    with pytest.raises(ValueError, match=r"holds the trajectories of another run \(field 'seed' is 0 there and 1 "
+                                         r"here\)"):
         rollout(EnvSpec("guess"), agent, TASKS, tmp_path / "s", samples_per_task=2, seed=1, progress=False)
 
 

@@ -3,7 +3,8 @@ resumes, another run is refused in one line naming the first field that differs,
 
 A run is identified by a JSON mapping (its config, and fingerprints of its inputs where they decide its outputs),
 recorded where the outputs say what they are: a trajectory store's `manifest.json` (`store.open_for_run`), a
-`summary.json`. `claim_output` decides; `fingerprint` and `files_fingerprint` identify inputs by content.
+`summary.json`. `claim_output` decides; `fingerprint`, `files_fingerprint` and `model_identity` identify inputs by
+content.
 """
 
 from __future__ import annotations
@@ -59,11 +60,7 @@ def claim_output(where: Path, identity: Mapping[str, Any], *, recorded: Any,
     if not present:
         return False
     if overwrite:
-        for path in present:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+        remove_outputs(present)
         return False
     if not isinstance(recorded, Mapping):
         raise OutputExistsError(f"{where}: holds outputs that record no run of this command; {CHOICES}")
@@ -71,6 +68,15 @@ def claim_output(where: Path, identity: Mapping[str, Any], *, recorded: Any,
     if why is None:
         return True
     raise OutputExistsError(f"{where}: holds the {what} of another run ({why}); {CHOICES}")
+
+
+def remove_outputs(paths: Iterable[Path]) -> None:
+    """Delete these outputs (folders with what they hold; a link, not what it points to)."""
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def fingerprint(ids: Iterable[str]) -> dict[str, Any]:
@@ -85,3 +91,8 @@ def files_fingerprint(folder: Path) -> dict[str, Any]:
     files directly in it, hashed (the weights are not read)."""
     stats = sorted(f"{p.name}\t{p.stat().st_size}\t{p.stat().st_mtime_ns}" for p in folder.iterdir() if p.is_file())
     return fingerprint(stats)
+
+
+def model_identity(folder: Path) -> dict[str, Any]:
+    """Which model a run used: its folder (resolved) and that folder's version (`files_fingerprint`)."""
+    return {"path": str(folder.resolve()), "files": files_fingerprint(folder)}

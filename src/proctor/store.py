@@ -22,7 +22,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
@@ -369,12 +369,13 @@ class TrajectoryStore:
 
 
 def open_for_run(root: str | os.PathLike, key: str, identity: dict[str, Any], *, overwrite: bool = False,
-                 what: str = "trajectories") -> tuple[TrajectoryStore, bool]:
+                 what: str = "trajectories", compared: Sequence[str] | None = None) -> tuple[TrajectoryStore, bool]:
     """The store at `root` for writing the run `identity` (recorded as `meta[key]`), locked, and whether it
     resumes that run (`proctor.outputs.claim_output`): created when absent or empty, resumed when it holds the same
     run, refused (`OutputExistsError`, one line naming the field that differs) when it holds trajectories of another
-    run or of no run of this kind, emptied first with `overwrite`. The lock is held while deciding, so no other
-    process writes meanwhile."""
+    run or of no run of this kind, emptied first with `overwrite`. `compared`: the fields of `identity` that make
+    the run (default all; the others are recorded, not compared). A resumed store keeps the identity it recorded.
+    The lock is held while deciding, so no other process writes meanwhile."""
     root, identity = Path(root), as_json(identity)
     root.mkdir(parents=True, exist_ok=True)
     lock = acquire_store_lock(root)
@@ -382,8 +383,14 @@ def open_for_run(root: str | os.PathLike, key: str, identity: dict[str, Any], *,
         existing = TrajectoryStore.open(root) if (root / "manifest.json").exists() else None
         holds = existing is not None and any(s.stat().st_size for s in existing.shards())
         present = [existing.manifest_path, existing.shard_dir] if holds else []
-        resume = claim_output(root, identity, recorded=existing.meta.get(key) if existing else None,
+        recorded = existing.meta.get(key) if existing else None
+        resume = claim_output(root, _fields(identity, compared), recorded=_fields(recorded, compared),
                               present=present, overwrite=overwrite, what=what)
-        return TrajectoryStore(root, meta={key: identity}), resume
+        return (existing.lock() if resume else TrajectoryStore(root, meta={key: identity})), resume
     finally:
         release_store_lock(lock)
+
+
+def _fields(run: Any, names: Sequence[str] | None) -> Any:
+    """The fields `names` of a recorded run identity (all when None; what is not a mapping, as it is)."""
+    return {k: run.get(k) for k in names} if names is not None and isinstance(run, dict) else run

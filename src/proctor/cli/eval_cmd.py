@@ -55,7 +55,7 @@ def eval_cmd(
     expert_kind: Annotated[str | None, typer.Option("--expert-kind", help="expert policy (expert, epsilon)")] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="sampling temperature")] = None,
     name: Annotated[str | None, typer.Option("--name", help="the evaluation's name in tables and the report "
-                                             "[default: the --out folder's name]")] = None,
+                                             "(default: the --out folder's name)")] = None,
     search: Annotated[str | None, typer.Option("--search", help="a search method instead of the agent alone "
                                                "(beam | dvts | step-best-of-n | trajectory-best-of-n); the agent "
                                                "given is its policy")] = None,
@@ -64,21 +64,25 @@ def eval_cmd(
     n: Annotated[str | None, typer.Option("--n", help="sweep N (the agent's or search's field `n`): e.g. 1,2,4,8")] = None,
     prm: Annotated[Path | None, typer.Option("--prm", help="score every step with this PRM folder")] = None,
     device: Annotated[str | None, typer.Option("--device", help="where --prm and the agent's or search's models run "
-                                               f"unless their config names one: {DEVICE_HELP} [default: auto]")
+                                               f"unless their config names one: {DEVICE_HELP} (default: auto)")
                       ] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help=f"their inference dtype: {DTYPE_HELP} "
-                                              "[default: auto]")] = None,
-    split: Annotated[str | None, typer.Option("--split", help="task split [default: test]")] = None,
+                                              "(default: auto)")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="task split (default: test)")] = None,
     tasks: Annotated[int | None, typer.Option("--tasks", help="first N tasks of the split (default all)")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", help="episodes per task [default: 1]")] = None,
-    batch: Annotated[int | None, typer.Option("--batch", help="envs stepped together [default: 8]")] = None,
+    samples: Annotated[int | None, typer.Option("--samples", help="episodes per task (default: 1)")] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="envs stepped together (default: 8)")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="env step limit")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="env worker processes [default: 0, in-process]")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="run seed (episode seeds derive from it) [default: 0]")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="env worker processes (default: 0, in-process)")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="run seed (episode seeds derive from it) (default: 0)")] = None,
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="env constructor argument key=value")] = [],  # noqa: B006
     env_module: Annotated[str | None, typer.Option("--env-module", help="module (my_env) or .py file (path/to/my_env.py) to import first: it registers your own envs")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="an EvalConfig YAML file (options override it)")] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show progress")] = True,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="show progress (default: "
+                                                  "progress)")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="start over in an --out that holds an evaluation "
+                                            "(without it, the same evaluation resumes and one of another agent, "
+                                            "search or PRM is refused)")] = False,
 ) -> None:
     """Evaluate an agent (or a search method over it: `--search beam --search-arg prm=PRM`) on a split: success
     with its 95% Wilson interval, mean PRM score, steps, invalid actions, a per-task-type table, terminations
@@ -98,9 +102,9 @@ def eval_cmd(
         env_kwargs["max_steps"] = max_steps
     given = {"env": env, "out": out, "name": name, "prm": prm, "env_module": env_module, "split": split,
              "tasks": tasks, "samples": samples, "batch": batch, "seed": seed, "workers": workers,
-             "device": device, "dtype": dtype}
+             "device": device, "dtype": dtype, "progress": progress}
     data.update({k: v for k, v in given.items() if v is not None})  # options given here override the file
-    data.update(env_kwargs=env_kwargs, progress=progress)
+    data["env_kwargs"] = env_kwargs
     if search is not None or search_arg:
         data["search"] = {**data.get("search", {}), **({"method": search} if search else {}),
                           **parse_key_values(search_arg, "--search-arg")}
@@ -127,7 +131,7 @@ def eval_cmd(
             fail(f"--env-module {data['env_module']}: {e}")
     try:
         cfg = EvalConfig.model_validate(data)
-        result = run_eval(cfg)
+        result = run_eval(cfg, overwrite=overwrite)
     except ValidationError as e:
         fail(e, where=str(config) if config else "options")
     except (ValueError, KeyError, ImportError, FileNotFoundError, AgentFailing, AgentError, EnvFailures) as e:

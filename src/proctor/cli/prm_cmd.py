@@ -150,13 +150,13 @@ def score(
 def _scores_store(write_back: Path, model: Path, data: Path, trajs: list, name: str, overwrite: bool):
     """The --write-back store, claimed for this run (`proctor.outputs`): the PRM (its folder and files), the
     input (its path and trajectories) and the key."""
-    from proctor.outputs import files_fingerprint, fingerprint
+    from proctor.outputs import fingerprint, model_identity
     from proctor.store import open_for_run
 
     if write_back.resolve() == data.resolve():
         raise ValueError(f"--write-back {write_back}: the store being scored; write the scored copy to another "
                          "folder")
-    identity = {"prm": {"path": str(model.resolve()), "files": files_fingerprint(model)},
+    identity = {"prm": model_identity(model),
                 "input": {"path": str(data.resolve()), "trajectories": fingerprint(t.id for t in trajs)}, "name": name}
     return open_for_run(write_back, "scores", identity, overwrite=overwrite, what="PRM scores")[0]
 

@@ -16,26 +16,25 @@ action depends only on the prefix.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from proctor.agents.base import Agent, AgentError, Candidate
 from proctor.envs.registry import EnvSpec
 from proctor.envs.versions import env_versions
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.outputs import as_json
 from proctor.rollout.async_engine import AsyncRunner
 from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.failures import RolloutInterrupted
 from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
-from proctor.store import TrajectoryStore
+from proctor.store import TrajectoryStore, open_for_run
 
 log = logging.getLogger(__name__)
 
@@ -62,33 +61,26 @@ def plan(tasks: Sequence[str], samples_per_task: int, run_seed: int,
             for t in tasks for k in range(samples_per_task) if (t, k) not in done]
 
 
-def open_store(out: TrajectoryStore | str | os.PathLike, identity: dict[str, Any]) -> TrajectoryStore:
-    """Open or create the store; a store made by a different run (env, split, seed, agent) is an error. The
-    identity's `env_versions` (the env's packages, `proctor.envs.versions`) are recorded with it; a resume under
-    other versions is logged as a warning naming them."""
+def open_store(out: TrajectoryStore | str | os.PathLike, identity: dict[str, Any], overwrite: bool = False
+               ) -> TrajectoryStore:
+    """The store for the run `identity`, locked, by the one rule (`proctor.store.open_for_run` on the
+    `RUN_IDENTITY` fields): created, or resumed when it holds the same run; a store of another run is refused in
+    one line naming the first field that differs; `overwrite` empties it first. A store object given (a subclass
+    that adds to its records) is checked so and written through. The identity's `env_versions` (the env's
+    packages, `proctor.envs.versions`) are recorded with it; a resume under other versions is logged as a warning
+    naming them."""
     root = out.root if isinstance(out, TrajectoryStore) else out
-    identity = json.loads(json.dumps(identity, default=str))
-    if isinstance(out, TrajectoryStore):
-        store = out
-    elif (Path(root) / "manifest.json").exists():
-        store = TrajectoryStore.open(root)
-    else:
-        store = TrajectoryStore(root, meta={"rollout": identity})
-    previous = store.meta.get("rollout")
-    if previous is None:
-        return TrajectoryStore(root, meta={"rollout": identity})
-    for key in RUN_IDENTITY:
-        if previous.get(key) != identity.get(key):
-            raise ValueError(
-                f"{store.manifest_path}: field 'meta.rollout.{key}' is {previous.get(key)!r} but this run has "
-                f"{identity.get(key)!r}; resume only the same run, or write to a new output directory"
-            )
-    before, now = previous.get("env_versions") or {}, identity.get("env_versions") or {}
-    changed = [f"{name}: {before.get(name)} → {now.get(name)}" for name in sorted(set(before) | set(now))
-               if before.get(name) != now.get(name)]
-    if changed and "env_versions" in previous:
+    store, resumed = open_for_run(root, "rollout", identity, overwrite=overwrite, compared=RUN_IDENTITY)
+    previous, now = store.meta["rollout"], as_json(identity)
+    before, after = previous.get("env_versions") or {}, now.get("env_versions") or {}
+    changed = [f"{name}: {before.get(name)} → {after.get(name)}" for name in sorted(set(before) | set(after))
+               if before.get(name) != after.get(name)]
+    if resumed and changed and "env_versions" in previous:
         log.warning("%s: resuming under other versions of the env's packages than its episodes were made with (%s)",
                     store.manifest_path, "; ".join(changed))
+    if isinstance(out, TrajectoryStore):
+        store.close()
+        return out.lock()
     return store
 
 
@@ -139,6 +131,7 @@ def rollout(
     label: str = "rollout",
     engine: Engine = "auto",
     concurrency: int | None = None,
+    overwrite: bool = False,
 ) -> TrajectoryStore:
     """Roll `agent` out on every work item not yet in `store`; returns the store.
 
@@ -155,8 +148,9 @@ def rollout(
     The store comes back closed for writing (its lock released); it reads as usual; Ctrl-C raises
     `RolloutInterrupted` with the number of episodes kept.
     A resume re-runs stored pairs that ended in `env_error`, and with `retry_failed` those that ended in
-    `agent_error` too (the new record supersedes the old one). When the agent needs expert hints (the oracle
-    expert), the env is made with them.
+    `agent_error` too (the new record supersedes the old one). A store of another run is refused, unless
+    `overwrite`, which empties it first (`open_store`). When the agent needs expert hints (the oracle expert), the
+    env is made with them.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -167,7 +161,7 @@ def rollout(
         env_spec = EnvSpec(env_spec.name, {**env_spec.kwargs, "expert_hints": True})
     identity = {"env": env_spec.name, "env_kwargs": env_spec.kwargs, "split": split, "seed": seed,
                 "agent": agent.describe(), "start_from": start_from, "env_versions": env_versions(env_spec.name)}
-    store = open_store(store, identity).lock()  # one writing process per store, before reading what is done
+    store = open_store(store, identity, overwrite)  # locked: one writing process, before reading what is done
     failed = ("env_error", "agent_error") if retry_failed else ("env_error",)
     done = {t.key for t in store if t.termination not in failed}
     if tasks and isinstance(tasks[0], WorkItem):

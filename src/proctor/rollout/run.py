@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from proctor.agents.base import Agent
-from proctor.envs.registry import EnvSpec, import_env_module
+from proctor.envs.registry import EnvSpec
 from proctor.rollout.config import RolloutConfig
 from proctor.rollout.engine import rollout
 from proctor.rollout.failures import env_failures
@@ -43,16 +43,15 @@ def select_tasks(env_spec: EnvSpec, split: str, n_tasks: int | None) -> list[str
     return ids
 
 
-def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult:
-    """Roll out `cfg.agent` (or an `agent` built in code) on the configured env; resumes into `cfg.out`.
+def run_rollout(cfg: RolloutConfig, agent: Agent | None = None, overwrite: bool = False) -> RolloutResult:
+    """Roll out `cfg.agent` (or an `agent` built in code) on the configured env; resumes into `cfg.out` (the same
+    run), refuses a `cfg.out` that holds another run's trajectories, or with `overwrite` replaces them.
 
     With `cfg.start`, the work is K completions from every chosen prefix of the stored source trajectories
     (of the selected tasks) instead of K samples from each task's first state. Returns the store and the
     summary of exactly the requested episodes; raises `EnvFailures` (after storing them all) when any of those
     ended in `env_error` (`proctor.rollout.failures`), and `RolloutInterrupted` on Ctrl-C."""
-    if cfg.env_module:
-        import_env_module(cfg.env_module)
-    spec = EnvSpec(cfg.env, dict(cfg.env_kwargs))  # checked when `cfg` was validated (`RolloutConfig`)
+    spec = cfg.env_spec()  # checked when `cfg` was validated (`RolloutConfig`)
     if cfg.start is not None:
         sources = TrajectoryStore.open(cfg.start.source).load()
         if isinstance(cfg.tasks, list):
@@ -86,7 +85,8 @@ def run_rollout(cfg: RolloutConfig, agent: Agent | None = None) -> RolloutResult
                     batch_size=cfg.batch, seed=cfg.seed, workers=cfg.workers, backend=cfg.backend,
                     step_timeout=cfg.step_timeout, progress=cfg.progress, retry_failed=cfg.retry_failed,
                     max_agent_failures=cfg.max_agent_failures, start_from=start_from,
-                    label="complete" if cfg.start else "rollout", engine=cfg.engine, concurrency=cfg.concurrency)
+                    label="complete" if cfg.start else "rollout", engine=cfg.engine, concurrency=cfg.concurrency,
+                    overwrite=overwrite)
     if cfg.start is not None:
         wanted = {w.key for w in tasks}
     else:
