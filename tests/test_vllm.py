@@ -62,7 +62,7 @@ def policy_server(smol_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def prm_server(smol_dir, tmp_path_factory, policy_server):
     policy_server.stop()  # two servers at once do not fit 2 cores well; the policy's tests ran first
-    with _server(smol_dir, "prm", tmp_path_factory.mktemp("logs") / "prm.log") as srv:
+    with _server(smol_dir, "prm", tmp_path_factory.mktemp("logs") / "prm.log", weight_reload=True) as srv:
         yield srv
 
 
@@ -279,25 +279,6 @@ def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_
     assert len(counts) == 2 and all(n >= 0.3 * sum(counts.values()) for n in counts.values()), counts
 
 
-def test_bon_distill_scores_the_proposals_on_a_managed_server(policy_server, smol_dir, tmp_path):
-    from proctor.agents.experts import ExpertAgent
-    from proctor.rl.bon_distill import METRICS_FILE, BonDistillConfig, train_bon_distill
-
-    policy_server.stop()
-    states = rollout(ENV, ExpertAgent("search"), make("household").task_ids("train")[:2], tmp_path / "states",
-                     progress=False)
-    cfg = BonDistillConfig.model_validate({
-        "policy": str(smol_dir), "prm": str(_likelihood_prm(smol_dir, tmp_path / "prm")), "states_from": states.root,
-        "output_dir": tmp_path / "bon", "max_states": 3, "n": 4, "epochs": 1, "batch_size": 2, "device": "cpu",
-        "progress": False, "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048,
-                                                                      "max_num_batched_tokens": 32768}}})
-    train_bon_distill(cfg)
-    metrics = json.loads((tmp_path / "bon" / METRICS_FILE).read_text())
-    assert metrics["states"] >= 1
-    log = (tmp_path / "bon" / "vllm.log").read_text()
-    assert "Application startup complete" in log and "/v1/completions" in log
-
-
 def test_served_choice_scores_equal_the_local_model_s(prm_server, smol_dir, prefixes):
     local = ChoiceAgent(smol_dir, device="cpu", dtype="float32").score(prefixes)
     served = ChoiceAgent(smol_dir, server=ServerRef(base_url=prm_server.base_url).client()).score(prefixes)
@@ -326,17 +307,15 @@ def test_a_likelihood_prm_scores_remotely_as_locally_and_drives_best_of_n(prm_se
     assert traj.termination != "agent_error" and traj.steps and all(s.token_ids for s in traj.steps)
 
 
-def test_a_new_iterate_is_reloaded_in_place_without_a_restart(smol_dir, prefixes, tmp_path):
-    """`weight_reload`: the served weights become another iterate's (here SmolLM2 with its MLP output weights
-    halved), the server's process kept: its choice scores are then the new iterate's, as a local model of it gives
-    them. The start and the reload are timed (printed; the results page records them against a restart)."""
+def test_a_new_iterate_is_reloaded_in_place_without_a_restart(prm_server, smol_dir, prefixes, tmp_path):
+    """`weight_reload` (the module's last test, on the PRM server, which has it): the served weights become another
+    iterate's (here SmolLM2 with its MLP output weights halved), the server's process kept: its choice scores are
+    then the new iterate's, as a local model of it gives them. The reload is timed (printed; the results page
+    records it against a restart)."""
     import time
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.rl.served_policy import SERVED_NAME, ServedPolicy
-    from proctor.rl.served_policy import GenerationBackend as Backend
 
     other = tmp_path / "iterate"
     model = AutoModelForCausalLM.from_pretrained(smol_dir, dtype=torch.float32)
@@ -346,28 +325,16 @@ def test_a_new_iterate_is_reloaded_in_place_without_a_restart(smol_dir, prefixes
                 p.mul_(0.5)
     model.save_pretrained(other)
     AutoTokenizer.from_pretrained(smol_dir).save_pretrained(other)
-    backend = Backend(engine="vllm", server=VLLMServerConfig(dtype="float32", max_model_len=2048,
-                                                             max_num_batched_tokens=32768))
-    served = ServedPolicy(backend.model_copy(update={"server": backend.server.model_copy(
-        update={"weight_reload": True})}), str(smol_dir), lora=False, log_file=tmp_path / "vllm.log")
-    try:
-        started = time.perf_counter()
-        assert served.follow(str(smol_dir)) == SERVED_NAME
-        start_s = time.perf_counter() - started
-        pid = served.server.pid
-        client = ServerRef(base_url=served.server.base_url).client()
-        before = ChoiceAgent(smol_dir, server=client).score(prefixes)
-        started = time.perf_counter()
-        served.follow(str(other))
-        reload_s = time.perf_counter() - started
-        assert served.server.pid == pid and served.server.model == str(other)
-        after = ChoiceAgent(other, server=client).score(prefixes)
-        local = ChoiceAgent(other, device="cpu", dtype="float32").score(prefixes)
-        for a, b in zip(local, after, strict=True):
-            assert [c.meta["choice_logprob"] for c in b] == pytest.approx([c.meta["choice_logprob"] for c in a],
-                                                                           abs=5e-4)
-        assert any(abs(x.meta["choice_logprob"] - y.meta["choice_logprob"]) > 1e-2
-                   for a, b in zip(before, after, strict=True) for x, y in zip(a, b, strict=True))
-        print(json.dumps({"start_s": round(start_s, 1), "reload_in_place_s": round(reload_s, 1)}))
-    finally:
-        served.stop()
+    pid, client = prm_server.pid, ServerRef(base_url=prm_server.base_url).client()
+    before = ChoiceAgent(smol_dir, server=client).score(prefixes)
+    started = time.perf_counter()
+    prm_server.reload_weights(other)
+    reload_s = time.perf_counter() - started
+    assert prm_server.pid == pid and prm_server.model == str(other)
+    after = ChoiceAgent(other, server=client).score(prefixes)
+    local = ChoiceAgent(other, device="cpu", dtype="float32").score(prefixes)
+    for a, b in zip(local, after, strict=True):
+        assert [c.meta["choice_logprob"] for c in b] == pytest.approx([c.meta["choice_logprob"] for c in a], abs=5e-4)
+    assert any(abs(x.meta["choice_logprob"] - y.meta["choice_logprob"]) > 1e-2
+               for a, b in zip(before, after, strict=True) for x, y in zip(a, b, strict=True))
+    print(json.dumps({"reload_in_place_s": round(reload_s, 1)}))
