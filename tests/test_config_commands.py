@@ -1,5 +1,6 @@
-"""A config given to the wrong command is one line naming the command that takes it; `proctor train --dry-run`
-validates a trainer config without its inputs, prints it resolved (a config itself) and what it would read."""
+"""A config given to the wrong command is one line naming the command that takes it; `proctor train --dry-run` and
+`proctor prm train --dry-run` validate a config without its inputs, print it resolved (a config itself) and what it
+would read."""
 
 from __future__ import annotations
 
@@ -95,3 +96,26 @@ def test_train_dry_run_prints_a_config_that_reads_back_the_same(tmp_path, tiny_m
     assert again.exit_code == 0, again.output
     assert again.stdout.splitlines()[1:] == res.stdout.splitlines()[1:]
     assert not (tmp_path / "out").exists()
+
+
+def test_prm_train_dry_run_prints_the_resolved_config_and_what_it_reads(tmp_path, monkeypatch):
+    from proctor.prm.config import load_config
+
+    monkeypatch.chdir(tmp_path)  # of the recipe's inputs, only the store its pairs name is here
+    Path("runs/cand").mkdir(parents=True)
+    example = EXAMPLES / "stages" / "prm.yaml"
+    res = runner.invoke(app, ["prm", "train", str(example), "--dry-run"], terminal_width=400)
+    assert res.exit_code == 0, res.output
+    expected = load_config(example)
+    assert yaml.safe_load(res.stdout) == expected.model_dump(mode="json", serialize_as_any=True)
+    comments = [" ".join(line.split()) for line in res.stdout.splitlines() if line.startswith("#")]
+    assert comments == [
+        f"# {example}: a valid PRMTrainConfig for `proctor prm train`, every field resolved", "# reads:",
+        "# model.backbone runs/tiny: not found here (read as a hub name when training starts)",
+        "# data.train runs/pairs/targets.parquet: not found here", "# data.trajectories[0] runs/cand: found",
+        "# writes: runs/prm", "# nothing was run (--dry-run)"]
+    Path("resolved.yaml").write_text(res.stdout)
+    assert load_config("resolved.yaml") == expected and not Path("runs/prm").exists()
+    Path("bad.yaml").write_text(example.read_text().replace("loss: bradley_terry", "loss: ce"))
+    line = one_line(["prm", "train", "bad.yaml", "--dry-run"])
+    assert line.startswith("error: bad.yaml: ") and "loss 'ce' trains a classification" in line

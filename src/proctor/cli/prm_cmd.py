@@ -27,23 +27,32 @@ def train(
                                       "the latest (checkpoints: training_args: {save_strategy: steps, save_steps: N})"),
     overwrite: bool = typer.Option(False, "--overwrite", help="train into a non-empty output_dir, writing over "
                                    "what is there"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="validate the config and print it with every field "
+                                 "resolved (YAML, defaults included) and the inputs it reads, each found here or "
+                                 "not; trains nothing"),
 ) -> None:
     """Train a PRM head on the training engine as CONFIG describes; the PRM is saved to output_dir, with
     prm_train.json (the loss curve). Prints one JSON line: the folder, steps, examples, first and last loss.
 
     The config, the output folder (new or empty unless --overwrite or --resume), the backbone reference and every
     data row are checked before the model loads; a mistake is one error line naming the file, row or field
-    (`proctor --debug prm train ...` for the traceback)."""
-    from transformers.utils import logging as hf_logging
-
+    (`proctor --debug prm train ...` for the traceback). --dry-run checks the config alone and prints it resolved."""
+    from proctor.cli.dry_run import dry_run_text
     from proctor.cli.errors import user_errors
     from proctor.prm.config import load_config
+
+    with user_errors("prm train"):
+        cfg = load_config(config)
+    if dry_run:
+        typer.echo(dry_run_text("proctor prm train", config, cfg, cfg.inputs()))
+        return
+    from transformers.utils import logging as hf_logging
+
     from proctor.prm.trainer import prepare, train_prepared
     from proctor.training.distributed import is_main_process
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar; training has its progress line
     with user_errors("prm train"):
-        cfg = load_config(config)
         prepared = prepare(cfg, overwrite=overwrite, resume=True if resume == "last" else resume)
     result = train_prepared(prepared)
     if not is_main_process():

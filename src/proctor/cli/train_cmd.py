@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from proctor.cli.dry_run import config_inputs, dry_run_text
 from proctor.cli.options import validated_config
 from proctor.cli.root import app
 from proctor.rl.trainers import TRAINERS, trainer
@@ -19,10 +20,6 @@ from proctor.training.distributed import is_main_process
 Method = Enum("Method", {name: name for name in TRAINERS}, type=str)
 METHODS_HELP = "\n\n".join(f"{name}: {entry.summary} ({entry.config.replace(':', '.')})"
                            for name, entry in TRAINERS.items())
-
-
-#: the fields of a trainer config that name a model: a folder, or a hub name fetched when training starts
-MODEL_FIELDS = ("model", "policy", "prm", "init", "critic")
 
 
 @app.command("train", help="Train a policy: METHOD is one of the trainers below, CONFIG its YAML config (every "
@@ -42,7 +39,7 @@ def train(
     config_class, train_fn = entry.load()
     cfg = validated_config(config, config_class, output_dir)
     if dry_run:
-        typer.echo(dry_run_text(f"proctor train {method.value}", config, cfg))
+        typer.echo(dry_run_text(f"proctor train {method.value}", config, cfg, config_inputs(cfg)))
         return
     with user_errors(str(config)):
         result = train_fn(cfg)
@@ -71,37 +68,3 @@ def summary_lines(result: Any, metrics_path: Path | None) -> list[dict[str, Any]
             line.update(loss_first=losses[0], loss_last=losses[-1])
         return [line]
     return [*(_without_logs(m) for m in result.iterations), {"policy_dir": str(result.policy_dir)}]
-
-
-def config_inputs(cfg: Any) -> list[tuple[str, str, bool]]:
-    """What a trainer config reads, as (field, path, found here): each field set to a file or folder (a `Path`;
-    `output_dir` is what it writes) or to a model (`MODEL_FIELDS`)."""
-    out = []
-    for name in type(cfg).model_fields:
-        value = getattr(cfg, name)
-        if name != "output_dir" and (isinstance(value, Path) or (name in MODEL_FIELDS and isinstance(value, str))):
-            out.append((name, str(value), Path(value).exists()))
-    return out
-
-
-def dry_run_text(command: str, path: Path, cfg: Any) -> str:
-    """`--dry-run`'s output, itself a config `command` reads: the config at `path` with every field resolved, as
-    YAML, then the inputs it reads and the folder it writes as comments."""
-    import yaml
-
-    resolved = cfg.model_dump(mode="json", serialize_as_any=True)
-    lines = [f"# {path}: a valid {type(cfg).__name__} for `{command}`, every field resolved",
-             yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True, width=110).rstrip(), "# reads:"]
-    inputs = config_inputs(cfg)
-    width = max((len(name) for name, _, _ in inputs), default=0)
-    for name, value, found in inputs:
-        where = "found" if found else ("not found here (read as a hub name when training starts)"
-                                       if name in MODEL_FIELDS and not isinstance(getattr(cfg, name), Path)
-                                       else "not found here")
-        lines.append(f"#   {name:<{width}}  {value}: {where}")
-    if not inputs:
-        lines.append("#   nothing but the env")
-    if "output_dir" in resolved:
-        lines.append(f"# writes: {resolved['output_dir']}")
-    lines.append("# nothing was run (--dry-run)")
-    return "\n".join(lines)

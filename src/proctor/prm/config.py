@@ -119,6 +119,13 @@ class PRMTrainConfig(OptimizationConfig):
     def _old_fields(cls, data: Any) -> Any:
         return upgrade_old_fields(data) if isinstance(data, dict) else data
 
+    def inputs(self) -> list[tuple[str, str, bool]]:
+        """What training reads, as (field, path, whether it may be a hub name): the backbone (a folder or a hub
+        name), the training and held-out data, and the stores the records of `targets` data name."""
+        data = [("data.train", self.data.train), ("data.eval", self.data.eval),
+                *((f"data.trajectories[{i}]", p) for i, p in enumerate(self.data.trajectories))]
+        return [("model.backbone", self.model.backbone, True), *((k, v, False) for k, v in data if v is not None)]
+
     @model_validator(mode="after")
     def _consistent(self) -> PRMTrainConfig:
         if self.model.head not in LOSS_HEADS[self.loss]:
