@@ -30,7 +30,7 @@ import random
 from collections.abc import Sequence
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
-from proctor.prm.likelihood import open_scorer
+from proctor.prm.ref import PRMRef
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.stats import best_of_n_probabilities
 from proctor.store import TrajectoryStore
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if not prefixes:
         ap.error(f"--states {args.states}: no step with a list of admissible actions (the `choice` policies rank "
                  "those; evaluate them on an env that lists its actions)")
-    scorer = open_scorer(args.prm)
+    scorer = PRMRef(prm=args.prm).open()
     agents = [ChoiceAgent(p, prompt=PromptConfig(**_PROMPT)) for p in args.policy]
     rows: list[list[dict[str, float]]] = [[] for _ in agents]
     for start in range(0, len(prefixes), _BATCH):

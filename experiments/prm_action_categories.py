@@ -26,8 +26,8 @@ from collections import Counter, defaultdict
 
 from proctor.agents.choice import ChoiceAgent
 from proctor.envs.household.tasks import TaskSpec, parse_task
+from proctor.prm.ref import PRMRef
 from proctor.prompts.render import prefix_at
-from proctor.search.scorer import load_scorer
 from proctor.store import TrajectoryStore
 
 BAD = ("take-wrong", "heat-unneeded", "cool-unneeded", "clean-unneeded")
@@ -85,7 +85,7 @@ def main() -> None:
     if not prefixes:
         raise SystemExit(f"{args.trajectories}: no step with admissible actions")
     if args.prm:
-        scores = load_scorer(args.prm).score_action_groups(prefixes, actions)
+        scores = PRMRef(prm=args.prm).open().score_action_groups(prefixes, actions)
     else:
         agent = ChoiceAgent(args.policy, prompt=POLICY_PROMPT)
         scores = [[c.meta["choice_logprob"] for c in options] for i in range(0, len(prefixes), 32)

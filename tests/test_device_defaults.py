@@ -15,9 +15,9 @@ from proctor.cli import app
 from proctor.evaluation import EvalConfig
 from proctor.models.loading import inference_dtype, load, placement, resolve_device
 from proctor.prm.model import ProcessRewardModel
+from proctor.prm.ref import PRMRef
 from proctor.prm.scoring import PRMScorer
 from proctor.search.registry import search_config
-from proctor.search.scorer import load_scorer
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the defaults of a machine without CUDA")
 
@@ -84,9 +84,9 @@ def test_eval_config_places_every_model_that_names_none(tiny_model_dir, prm_dir,
 
 
 def test_prm_scorers_load_in_float32_on_the_cpu(prm_dir):
-    scorer = load_scorer(str(prm_dir))
+    scorer = PRMRef(prm=str(prm_dir)).open()
     assert scorer.prm.device.type == "cpu" and next(scorer.prm.parameters()).dtype == torch.float32
-    assert next(load_scorer(str(prm_dir), dtype="bfloat16").prm.parameters()).dtype == torch.bfloat16
+    assert next(PRMRef(prm=str(prm_dir), dtype="bfloat16").open().prm.parameters()).dtype == torch.bfloat16
 
 
 def one_error_line(args: list[str]) -> None:

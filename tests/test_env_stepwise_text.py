@@ -15,10 +15,10 @@ from proctor.agents.registry import AgentSpec, register_agent
 from proctor.envs import make
 from proctor.envs.stepwise_text import final_answer, normalise_answer
 from proctor.prm.config import PRMTrainConfig
+from proctor.prm.ref import PRMRef
 from proctor.prm.text_scorer import TextStepScorer, text_example
 from proctor.prm.trainer import train_prm
 from proctor.search import SearchRunConfig, run_search
-from proctor.search.scorer import load_scorer
 from proctor.seeding import stable_rng
 
 
@@ -123,7 +123,7 @@ def sevens_prm(tiny_model_dir, problems_file, tmp_path_factory) -> str:
 
 
 def test_a_prm_trained_on_stepwise_text_reads_env_states_as_problem_and_steps(sevens_prm, problems_file):
-    scorer = load_scorer(sevens_prm)
+    scorer = PRMRef(prm=sevens_prm).open()
     assert isinstance(scorer, TextStepScorer) and scorer.prm.spec.trained_on == "text"
     env = make("stepwise", path=str(problems_file))
     obs, info = env.reset("stepwise/0")

@@ -119,7 +119,7 @@ def test_typed_client_and_tasks_in_order():
 def test_prm_step_rewards_are_the_scorers(scalar_prm_dir):
     """With a PRM each step's reward is its score in the episode, what proctor's scorer gives the same
     trajectory (built and scored afresh); the env's reward stays in `env_reward`."""
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     cfg = {"env": "household", "env_kwargs": {"preset": "small", "max_steps": 3}, "prm": str(scalar_prm_dir),
            "prm_device": "cpu"}
@@ -138,7 +138,7 @@ def test_prm_step_rewards_are_the_scorers(scalar_prm_dir):
     episode = start_episode(local, task)
     local_rewards = [step_episode(local, episode, a).reward for a in actions]
     traj = finish_episode(local, episode, split="train", agent="test", run_seed=0)
-    q = open_scorer(scalar_prm_dir, device="cpu").score_trajectories([traj])[0]
+    q = PRMRef(prm=scalar_prm_dir, device="cpu").open().score_trajectories([traj])[0]
     assert rewards == pytest.approx(q, rel=1e-5)
     assert env_rewards == local_rewards
     assert len({round(x, 6) for x in q}) > 1  # the scores differ by step: not a constant passed through

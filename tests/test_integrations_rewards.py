@@ -26,7 +26,7 @@ COMPLETIONS = ["He starts with 3.\nHe buys 4 more.\n\n3 + 4 = 7.\nThe answer is 
 @pytest.fixture(scope="module")
 def text_prm_dir(tiny_model_dir, tmp_path_factory):
     """A PRM on the tiny backbone with a random scalar head (seed 1), marked as trained on stepwise text, so that
-    `open_scorer` gives its `TextStepScorer`: arbitrary but fixed preferences, no training needed."""
+    `PRMRef.open` gives its `TextStepScorer`: arbitrary but fixed preferences, no training needed."""
     import torch
 
     from proctor.prm.model import ProcessRewardModel
@@ -64,7 +64,7 @@ def test_prm_score_and_the_reward_function_agree(kind, text_prm_dir, likelihood_
     from typer.testing import CliRunner
 
     from proctor.cli import app
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     prm = text_prm_dir if kind == "text" else likelihood_prm_dir
     (tmp_path / "steps.jsonl").write_text("".join(
@@ -87,7 +87,7 @@ def test_prm_score_and_the_reward_function_agree(kind, text_prm_dir, likelihood_
         recorded = finish_episode(env, episode, split="test", agent="test", run_seed=0)
         reward = prm_reward_func(str(prm), aggregate="mean", device="cpu")
         got = reward(prompts=[recorded.task], completions=[COMPLETIONS[1]])
-        expected = open_scorer(prm, device="cpu").score_trajectories([recorded])[0]
+        expected = PRMRef(prm=prm, device="cpu").open().score_trajectories([recorded])[0]
         assert got == pytest.approx([fmean(expected)], rel=1e-5)
 
 
@@ -101,10 +101,10 @@ def test_split_steps():
 
 @pytest.mark.parametrize("aggregate", ["min", "last", "mean"])
 def test_stepwise_text_is_scored_by_the_text_interface(text_prm_dir, aggregate):
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
     from proctor.prm.text_scorer import TextStepScorer
 
-    scorer = open_scorer(text_prm_dir, device="cpu")
+    scorer = PRMRef(prm=text_prm_dir, device="cpu").open()
     assert isinstance(scorer, TextStepScorer)
     reward = prm_reward_func(str(text_prm_dir), aggregate=aggregate, device="cpu")
     prompts = [PROBLEMS[0], PROBLEMS[1], PROBLEMS[1]]
@@ -126,9 +126,9 @@ def test_stepwise_text_is_scored_by_the_text_interface(text_prm_dir, aggregate):
 
 
 def test_a_custom_splitter_and_problem(text_prm_dir):
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
-    scorer = open_scorer(text_prm_dir, device="cpu")
+    scorer = PRMRef(prm=text_prm_dir, device="cpu").open()
     text = "First, 3 + 4 = 7. Then the answer is 7."
     by_sentence = prm_reward_func(str(text_prm_dir), aggregate="last", device="cpu",
                                   splitter=lambda t: re.split(r"(?<=\.)\s+", t),
@@ -152,10 +152,10 @@ def _household_trajectories(n: int = 3):
 def test_env_trajectories_through_kwargs(scalar_prm_dir):
     """Trajectories a `rollout_func` (or a dataset column) passes, as objects, dicts or JSON: the scores are
     `score_trajectories`' aggregated; a row without one gets None (TRL leaves it out)."""
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     trajs = _household_trajectories()
-    q = open_scorer(scalar_prm_dir, device="cpu").score_trajectories(trajs)
+    q = PRMRef(prm=scalar_prm_dir, device="cpu").open().score_trajectories(trajs)
     reward = prm_reward_func(scalar_prm_dir, aggregate="mean", device="cpu")
     rows = [trajs[0], trajs[1].model_dump(mode="json"), trajs[2].model_dump_json(), None]
     got = reward(prompts=["p"] * 4, completions=["c"] * 4, trajectories=rows)
@@ -170,7 +170,7 @@ def test_env_trajectories_through_kwargs(scalar_prm_dir):
 def test_env_trajectories_from_trl_environments(scalar_prm_dir):
     """The `environments` TRL passes with an `environment_factory`: each `ProctorTRLEnv`'s episode, finished through
     its `get_reward()` when TRL has not called it yet."""
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     factory = EnvironmentFactory("household", {"preset": "small", "max_steps": 3})
     envs = [factory(), factory()]
@@ -181,22 +181,22 @@ def test_env_trajectories_from_trl_environments(scalar_prm_dir):
     reward = prm_reward_func(scalar_prm_dir, aggregate="last", device="cpu")
     got = reward(prompts=["p", "p"], completions=[[], []], environments=envs)
     assert all(e.trajectory is not None for e in envs)
-    q = open_scorer(scalar_prm_dir, device="cpu").score_trajectories([e.trajectory for e in envs])
+    q = PRMRef(prm=scalar_prm_dir, device="cpu").open().score_trajectories([e.trajectory for e in envs])
     assert got == pytest.approx([s[-1] for s in q], rel=1e-5)
 
 
 def test_a_served_prm(scalar_prm_dir):
-    """The same PRM behind `proctor prm serve`, through `open_scorer(path, server=ServerRef)`: env trajectories and
-    stepwise text give the local scores (text through the served head's text interface, as locally)."""
+    """The same PRM behind `proctor prm serve`, through `PRMRef(prm=path, prm_server=ServerRef)`: env trajectories
+    and stepwise text give the local scores (text through the served head's text interface, as locally)."""
     from proctor.agents.registry import ServerRef
-    from proctor.prm.likelihood import open_scorer
     from proctor.prm.model import ProcessRewardModel
+    from proctor.prm.ref import PRMRef
     from proctor.prm.remote import RemotePRMScorer
     from proctor.prm.scoring import PRMScorer
     from proctor.prm.server import make_app
     from proctor.serving.background import BackgroundServer
 
-    local = open_scorer(scalar_prm_dir, device="cpu")
+    local = PRMRef(prm=scalar_prm_dir, device="cpu").open()
     served = PRMScorer(ProcessRewardModel.from_pretrained(scalar_prm_dir, device="cpu"))
     trajs = _household_trajectories(2)
     with BackgroundServer(make_app(served)) as server:
@@ -230,7 +230,7 @@ def test_grpo_step_with_the_prm_reward(tiny_model_dir, text_prm_dir, tmp_path, m
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     dataset = Dataset.from_list([{"prompt": PROBLEMS[i % 2] + " Answer in steps, one per line.",
                                   "answer": ["7", "132"][i % 2]} for i in range(2)])
@@ -258,7 +258,7 @@ def test_grpo_step_with_the_prm_reward(tiny_model_dir, text_prm_dir, tmp_path, m
     assert trainer.reward_func_names == ["accuracy", "prm_min"] and len(calls) == 1
     prompts, completions, rewards = calls[0]
     assert len(completions) == 4 and any(split_steps(c) for c in completions)
-    scorer = open_scorer(text_prm_dir, device="cpu")
+    scorer = PRMRef(prm=text_prm_dir, device="cpu").open()
     expected = []
     for p, c in zip(prompts, completions, strict=True):
         steps = split_steps(c)

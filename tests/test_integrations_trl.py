@@ -205,9 +205,9 @@ def test_a_batch_with_one_reward_is_warned_once(caplog):
 
 def test_prm_shapings_are_the_scorers(scalar_prm_dir):
     """Each shaping of `get_reward` is the formula on the scores that proctor's scorer gives the trajectory."""
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
-    scorer = open_scorer(scalar_prm_dir, device="cpu")
+    scorer = PRMRef(prm=scalar_prm_dir, device="cpu").open()
     for shaping in ("sum", "min", "last", "potential"):
         factory = EnvironmentFactory("household", SMALL, reward={"shaping": shaping, "prm": str(scalar_prm_dir),
                                                                  "prm_device": "cpu", "prm_weight": 2.0})
@@ -360,7 +360,7 @@ def test_grpo_trains_on_household(tiny_model_dir, scalar_prm_dir, tmp_path, monk
     from trl import GRPOConfig, GRPOTrainer
 
     from proctor.integrations.trl import with_tool_calling
-    from proctor.prm.likelihood import open_scorer
+    from proctor.prm.ref import PRMRef
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     tok = with_tool_calling(_tokenizer(tiny_model_dir))
@@ -415,7 +415,7 @@ def test_grpo_trains_on_household(tiny_model_dir, scalar_prm_dir, tmp_path, monk
     assert logged == pytest.approx([sum(flat[:4]) / 4, sum(flat[4:]) / 4], rel=1e-5)
 
     # the same episodes, replayed in a fresh env and scored by a fresh scorer
-    scorer = open_scorer(scalar_prm_dir, device="cpu")
+    scorer = PRMRef(prm=scalar_prm_dir, device="cpu").open()
     for got, traj in zip(flat, episodes, strict=True):
         env = make("household", **SMALL)
         obs, _ = env.reset(traj.task_id, traj.seed)

@@ -25,14 +25,13 @@ from proctor.prm.likelihood import (
     demonstrated_steps,
     labelled_steps,
     likelihood_score,
-    open_scorer,
     train_likelihood_prm,
 )
+from proctor.prm.ref import PRMRef
 from proctor.prm.trajectory_eval import evaluate_trajectories
 from proctor.prompts.render import prefix_at
 from proctor.rollout import RolloutConfig, run_rollout
 from proctor.search.best_of_n import BestOfNAgent
-from proctor.search.scorer import load_scorer
 from proctor.store import TrajectoryStore
 
 PROMPT = {"history": 2, "memory": True, "show_admissible": False, "system": ""}
@@ -180,8 +179,8 @@ def test_anchor_expert_relabels_every_state_of_the_policys_episodes(trained, tmp
 
 def test_training_on_favouring_targets_ranks_those_actions_first_at_unseen_states(trained):
     prm, test = trained
-    scorer = open_scorer(prm)
-    assert isinstance(scorer, LikelihoodScorer) and isinstance(load_scorer(str(prm)), LikelihoodScorer)
+    scorer = PRMRef(prm=prm).open()
+    assert isinstance(scorer, LikelihoodScorer)
     states = [prefix_at(t, i) for t in TrajectoryStore.open(test).load() for i in range(len(t.steps))]
     states = [p for p in states if any(a.startswith(FAVOURED) for a in p.admissible_actions)][:20]
     assert len(states) >= 10
@@ -229,7 +228,7 @@ def test_cli_trains_and_names_config_errors(tmp_path, tiny_model_dir):
 
 def test_trajectory_report_takes_a_likelihood_prm(trained):
     prm, test = trained
-    report = evaluate_trajectories(open_scorer(prm), TrajectoryStore.open(test).load(), target="fav", n_boot=50)
+    report = evaluate_trajectories(PRMRef(prm=prm).open(), TrajectoryStore.open(test).load(), target="fav", n_boot=50)
     assert report["score_at"] == "action"
     assert report["targets"]["auroc"] > 0.9  # the favoured steps score above the others
 
@@ -249,7 +248,7 @@ def test_prm_score_takes_it_on_trajectories_and_on_stepwise_text(trained, tmp_pa
     res = CliRunner().invoke(app, ["prm", "score", str(prm), str(tmp_path / "steps.json")])
     assert res.exit_code == 0, res.output
     scores = json.loads(res.stdout.splitlines()[-1])["scores"]
-    expected = open_scorer(prm).score_trajectories([stepwise_episode("2+2?", ["2+2 = 4.", "4"])])[0]
+    expected = PRMRef(prm=prm).open().score_trajectories([stepwise_episode("2+2?", ["2+2 = 4.", "4"])])[0]
     assert scores == pytest.approx(expected, rel=1e-5)
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from proctor.agents.registry import ServerRef
 from proctor.envs import make
-from proctor.prm.likelihood import open_scorer
 from proctor.prm.protocol import StepScorer
+from proctor.prm.ref import PRMRef
 from proctor.prm.remote import RemotePRMScorer
 from proctor.prm.scoring import PRMScorer, ScoringError
 from proctor.prm.server import make_app
@@ -21,7 +21,7 @@ from proctor.serving.background import BackgroundServer
 
 @pytest.fixture(scope="module")
 def local(scalar_prm_dir) -> PRMScorer:
-    return open_scorer(scalar_prm_dir, batch_size=4, device="cpu", dtype="float32")
+    return PRMRef(prm=scalar_prm_dir, prm_batch=4, device="cpu", dtype="float32").open()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def states() -> tuple[list[Prefix], list[list[str]]]:
 
 def test_remote_scores_equal_local_ones(server, local, states, scalar_prm_dir):
     prefixes, actions = states
-    remote = open_scorer(scalar_prm_dir, server=ServerRef(base_url=server.url))
+    remote = PRMRef(prm=scalar_prm_dir, prm_server=ServerRef(base_url=server.url)).open()
     assert isinstance(remote, RemotePRMScorer) and remote.head == local.prm.spec.head
     assert isinstance(remote, StepScorer) and isinstance(local, StepScorer)
     got = remote.score_action_groups(prefixes, actions, states_per_pass=4)  # 2 requests: 4 + 2 states

@@ -45,3 +45,13 @@ def test_a_moved_module_attribute_resolves_with_a_deprecation_warning(monkeypatc
         assert module.OldName is module.NewName
     with pytest.raises(AttributeError, match="has no attribute 'Other'"):
         module.Other  # noqa: B018
+
+
+def test_a_name_moved_to_another_module_resolves_there_with_a_deprecation_warning(monkeypatch):
+    import sys
+
+    module = types.ModuleType("proctor_fake_old")
+    module.__getattr__ = moved_names("proctor_fake_old", {"Old": "proctor.renames:moved_names"})
+    monkeypatch.setitem(sys.modules, "proctor_fake_old", module)
+    with pytest.warns(DeprecationWarning, match="proctor_fake_old.Old is now proctor.renames.moved_names"):
+        assert module.Old is moved_names

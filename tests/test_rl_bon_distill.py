@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
-from proctor.prm.likelihood import open_scorer
+from proctor.prm.ref import PRMRef
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.bon_distill import (
     BonDistillConfig,
@@ -42,7 +42,7 @@ def setup(scalar_prm_dir, random_states_store):
 
 def test_targets_are_best_of_n_of_the_proposer_and_the_prm(setup, tiny_model_dir):
     tmp, prm = setup
-    agent, scorer = ChoiceAgent(tiny_model_dir, prompt=PROMPT), open_scorer(prm)
+    agent, scorer = ChoiceAgent(tiny_model_dir, prompt=PROMPT), PRMRef(prm=prm).open()
     prefix = prefix_at(TrajectoryStore.open(tmp / "states").load()[0], 0)
     [target] = best_of_n_targets(agent, scorer, [prefix], 4, progress=False)
     [cands] = agent.score([prefix])
@@ -65,7 +65,7 @@ def test_end_to_end_the_student_moves_towards_the_targets(setup, tiny_model_dir,
     assert metrics["states"] == metrics["sampled_states"] == 6  # every household state lists several actions
     assert metrics["episodes"] == 3 and metrics["episodes_left_out"] == 0
     states = [prefix_at(t, i) for t in TrajectoryStore.open(tmp / "states").load() for i in range(len(t.steps))]
-    targets = best_of_n_targets(ChoiceAgent(tiny_model_dir, prompt=PROMPT), open_scorer(prm), states, 8, False)
+    targets = best_of_n_targets(ChoiceAgent(tiny_model_dir, prompt=PROMPT), PRMRef(prm=prm).open(), states, 8, False)
 
     def cross_entropy(path) -> float:
         with torch.no_grad():

@@ -8,7 +8,8 @@ refuses the fields that changed meaning) and a module's attributes (`moved_names
         def _renamed(cls, data):
             return renamed_fields(data, {"base": "agent", "batch": "prm_batch"}, "best-of-n agent: ")
 
-    __getattr__ = moved_names(__name__, {"GenerationConfig": "GenerationBackend"})
+    __getattr__ = moved_names(__name__, {"GenerationConfig": "GenerationBackend",
+                                         "open_scorer": "proctor.prm.ref:open_scorer"})
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ def renamed_fields(data: Any, renamed: Mapping[str, str], where: str = "") -> An
 
 
 def moved_names(module: str, renamed: Mapping[str, str]) -> Callable[[str], Any]:
-    """A `__getattr__` for `module` that resolves each old name of `renamed` (old → new, the new one in `module`)
-    with a DeprecationWarning naming the new one; any other name is an AttributeError as usual."""
+    """A `__getattr__` for `module` that resolves each old name of `renamed` (old → new: a name in `module`, or
+    `other.module:name` for one that moved out) with a DeprecationWarning naming the new one; any other name is an
+    AttributeError as usual. The new one's module is imported on first use, so a move closes no import circle."""
 
     def __getattr__(name: str) -> Any:
         if name not in renamed:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warnings.warn(f"{module}.{name} is now {module}.{renamed[name]}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(module), renamed[name])
+        where, _, new = renamed[name].rpartition(":")
+        warnings.warn(f"{module}.{name} is now {where or module}.{new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(where or module), new)
 
     return __getattr__

@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, ServerRef, agent_class
+from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, agent_class
+from proctor.prm.ref import PRMBatch, PRMServer, check_prm_folder
 from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
 from proctor.search.registry import SearchConfig, SearchSpec, search_methods
 
@@ -60,10 +61,8 @@ class EvalConfig(BaseModel):
     ns: list[int] | None = Field(default=None, description="sweep: one evaluation per N (agent field `n`)")
     prm: Path | None = Field(default=None, description="score every step with this PRM folder afterwards")
     score_key: str = Field(default="prm", description="the Step.scores key the PRM's scores go to")
-    prm_batch_size: int = Field(default=8, ge=1, description="trajectories per PRM forward pass when scoring "
-                                "with `prm`")
-    prm_server: ServerRef | None = Field(default=None, description="score `prm`'s steps on a server instead of "
-                                         "loading it: `proctor prm serve` serving the PRM head (its `base_url`)")
+    prm_batch_size: PRMBatch = 8
+    prm_server: PRMServer = None
     device: Device = "auto"
     dtype: Dtype = "auto"
     progress: bool = Field(default=True, description="show a progress bar on stderr")
@@ -89,8 +88,8 @@ class EvalConfig(BaseModel):
     @field_validator("prm")
     @classmethod
     def _prm(cls, v: Path | None) -> Path | None:
-        if v is not None and not v.is_dir():
-            raise ValueError(f"{v}: no PRM folder there")
+        if v is not None:
+            check_prm_folder(str(v))
         return v
 
     @model_validator(mode="after")

@@ -6,8 +6,8 @@ once, on first use, and shared by every episode.
 - `start_episode`, `step_episode`, `finish_episode`: `env.reset` / `env.step` recorded in an `Episode`, and the
   finished (or, for scoring, the running) episode as a `Trajectory`.
 - `end_reason`: how an episode that the env ended finished, in words.
-- `PRMHandle`: `proctor.prm.likelihood.open_scorer` on first use (any proctor PRM: a folder, or a served PRM through
-  a `ServerRef`), one scorer for all callers, its calls serialised by a lock.
+- `PRMHandle`: a `proctor.prm.ref.PRMRef` opened on first use (any proctor PRM: a folder, or a served one), one
+  scorer for all callers, its calls serialised by a lock; `AdapterPRM`: the PRM fields of the adapters' configs.
 
 Importing this module imports no model library; the PRM's loads when it is first used.
 """
@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from proctor.agents.registry import Device, Dtype
 from proctor.envs.base import StepResult, TextEnv
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
+from proctor.prm.ref import PRMBatch, PRMRef, PRMServer
+from proctor.prompts.render import PromptConfig
 from proctor.prompts.turns import Candidate
 from proctor.trajectory import Termination, Trajectory
 
@@ -77,24 +81,19 @@ def end_reason(info: dict[str, Any], max_steps: int) -> str:
 
 
 class PRMHandle:
-    """A proctor PRM opened on first use and shared: `open_scorer(path, batch_size, device, dtype, server=server)`,
-    or a scorer object given ready-made. Its scoring calls run one at a time (sessions of a server score from
-    several threads)."""
+    """A proctor PRM opened on first use and shared: a `PRMRef` (opened by `PRMRef.open`), or a scorer object given
+    ready-made. Its scoring calls run one at a time (sessions of a server score from several threads)."""
 
-    def __init__(self, prm: str | Path | Any, *, server: Any = None, batch_size: int = 16, device: str = "auto",
-                 dtype: str = "auto"):
-        self._scorer = None if isinstance(prm, str | Path) else prm
-        self.path = str(prm) if isinstance(prm, str | Path) else None
-        self.server, self.batch_size, self.device, self.dtype = server, batch_size, device, dtype
+    def __init__(self, prm: PRMRef | Any):
+        self.ref = prm if isinstance(prm, PRMRef) else None
+        self._scorer = None if isinstance(prm, PRMRef) else prm
         self._lock = threading.RLock()
 
     @property
     def scorer(self) -> Any:
         with self._lock:
             if self._scorer is None:
-                from proctor.prm.likelihood import open_scorer
-
-                self._scorer = open_scorer(self.path, self.batch_size, self.device, self.dtype, server=self.server)
+                self._scorer = self.ref.open()
             return self._scorer
 
     def score_trajectories(self, trajs: Sequence[Trajectory], prompt: Any = None) -> list[list[float]]:
@@ -111,3 +110,25 @@ class PRMHandle:
 
         with self._lock:
             return StepwiseScorer(self.scorer).score_examples(list(examples))
+
+
+class AdapterPRM(BaseModel):
+    """The PRM fields of an adapter's config (`trl.RewardConfig`, `openenv.ServeEnvConfig`): a `PRMRef` under the
+    keys these configs have (`prm_device`, `prm_dtype`, `prm_batch_size`), and the prompt it renders states with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prm: str | None = Field(None, description="folder of a proctor PRM (any kind `proctor.prm.ref.PRMRef` opens); "
+                            "its step scores make the reward")
+    prm_server: PRMServer = None
+    prm_prompt: PromptConfig | None = Field(None, description="how the PRM renders states (None: its default)")
+    prm_device: Device = "auto"
+    prm_dtype: Dtype = "auto"
+    prm_batch_size: PRMBatch = 16
+
+    def prm_handle(self) -> PRMHandle | None:
+        """The PRM, opened on first use and shared (None without one)."""
+        if not self.prm and self.prm_server is None:
+            return None
+        return PRMHandle(PRMRef(prm=self.prm or None, prm_server=self.prm_server, prm_batch=self.prm_batch_size,
+                                device=self.prm_device, dtype=self.prm_dtype))

@@ -58,21 +58,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from proctor.agents.registry import ServerRef
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
 from proctor.episode import Episode, termination_of
 from proctor.integrations.common import (
-    PRMHandle,
+    AdapterPRM,
     TaskOrder,
     end_reason,
     finish_episode,
     start_episode,
     step_episode,
 )
-from proctor.prompts.render import PromptConfig
 from proctor.serving.guards import BodyLimit, GuardError, bearer_ok, internal_error
 
 try:
@@ -98,8 +96,8 @@ OPENENV_VERSION = "0.3.0"
 OPEN_PATHS = ("/health",)
 
 
-class ServeEnvConfig(BaseModel):
-    """What `create_app` serves, and its bounds."""
+class ServeEnvConfig(AdapterPRM):
+    """What `create_app` serves, and its bounds; the PRM's fields are `AdapterPRM`'s."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -107,12 +105,6 @@ class ServeEnvConfig(BaseModel):
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="the env's constructor arguments")
     split: str = Field("train", description="the split `reset` draws from when the client names no task or split")
     run_seed: int = Field(0, description="default env seeds: episode_seed(run_seed, task_id, 0)")
-    prm: str | None = Field(None, description="folder of a proctor PRM: its score of each step is the step reward")
-    prm_server: ServerRef | None = Field(None, description="score with a served PRM instead (open_scorer's server)")
-    prm_prompt: PromptConfig | None = Field(None, description="how the PRM renders states (None: its default)")
-    prm_device: str = "auto"
-    prm_dtype: str = "auto"
-    prm_batch_size: int = Field(16, ge=1)
     max_sessions: int = Field(4, ge=1, description="concurrent WebSocket sessions (each holds one env)")
     session_timeout_s: float | None = Field(None, gt=0, description="OpenEnv's reaper drops sessions idle this "
                                             "long (None: never)")
@@ -209,10 +201,7 @@ class EnvService:
             probe.close()
         self.known = {s: set(ids) for s, ids in self.tasks.items()}
         self.orders = {s: TaskOrder(cfg.env, s, ids) for s, ids in self.tasks.items()}
-        self.prm = None
-        if cfg.prm or cfg.prm_server:
-            self.prm = PRMHandle(cfg.prm or "", server=cfg.prm_server, batch_size=cfg.prm_batch_size,
-                                 device=cfg.prm_device, dtype=cfg.prm_dtype)
+        self.prm = cfg.prm_handle()
 
 
 def build_env(spec: EnvSpec) -> TextEnv:

@@ -30,8 +30,8 @@ The reward is the step scores' `aggregate` (`proctor.search.aggregate`, the one 
 chain is as good as its worst step, the usual PRM reading), `last`, `mean` or `prod`. `log_metric("prm/steps", ...)`
 logs the mean step count of the batch.
 
-Any proctor PRM: a folder (`proctor.prm.likelihood.open_scorer`, opened on the first call and kept), a served one
-(`server`: a `proctor.agents.registry.ServerRef`, passed to `open_scorer`), or a scorer object.
+Any proctor PRM: a folder (`proctor.prm.ref.PRMRef`, opened on the first call and kept), a served one (`server`: a
+`proctor.agents.registry.ServerRef`, the ref's `prm_server`), or a scorer object.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from statistics import fmean
 from typing import Any
 
 from proctor.integrations.common import PRMHandle
+from proctor.prm.ref import PRMRef
 from proctor.prompts.render import PromptConfig
 from proctor.search.aggregate import STEP_AGGREGATIONS, StepAggregation, aggregate
 from proctor.trajectory import Trajectory
@@ -64,7 +65,8 @@ class PRMReward:
             raise ValueError(f"unknown aggregate {aggregate!r}; choose one of {', '.join(STEP_AGGREGATIONS)}")
         if isinstance(splitter, str) and not splitter:
             raise ValueError("splitter: an empty separator; give a string such as '\\n' or a function")
-        self.prm = PRMHandle(prm, server=server, batch_size=batch_size, device=device, dtype=dtype)
+        self.prm = PRMHandle(PRMRef(prm=prm, prm_server=server, prm_batch=batch_size, device=device, dtype=dtype)
+                             if isinstance(prm, str | Path) else prm)
         self.aggregate, self.splitter, self.problem = aggregate, splitter, problem
         self.trajectories_key, self.prompt, self.empty = trajectories_key, prompt, empty
         self.__name__ = name

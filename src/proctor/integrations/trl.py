@@ -61,14 +61,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from proctor.credit.outcome import outcome as outcome_of
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
 from proctor.episode import Episode, episode_seed
 from proctor.integrations.common import (
-    PRMHandle,
+    AdapterPRM,
     TaskOrder,
     end_reason,
     finish_episode,
@@ -97,27 +97,22 @@ TOOL_SYSTEM = (
 TOOL_LIST_INSTRUCTION = "Call act with exactly one command from the list."
 
 
-class RewardConfig(BaseModel):
-    """What `get_reward()` returns (module docstring)."""
+class RewardConfig(AdapterPRM):
+    """What `get_reward()` returns (docs/integrations.md); the PRM's fields are `AdapterPRM`'s."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     outcome: Outcome = Field("reward", description="reward: the env's step rewards; success / score: the "
                              "episode's outcome (docs/methods.md §0), given on its last step")
     shaping: Shaping = "none"
-    prm: str | None = Field(None, description="folder of a proctor PRM (any kind open_scorer reads)")
     prm_weight: float = Field(1.0, description="λ: the weight of the PRM term")
     gamma: float = Field(1.0, gt=0.0, le=1.0, description="discount of the return and of the shaping")
-    prm_prompt: PromptConfig | None = Field(None, description="how the PRM renders states (None: its default)")
-    prm_device: str = "auto"
-    prm_dtype: str = "auto"
-    prm_batch_size: int = Field(16, ge=1)
 
     @model_validator(mode="after")
     def _prm_needed(self) -> RewardConfig:
-        if self.shaping != "none" and not self.prm:
+        if self.shaping != "none" and not self.prm and self.prm_server is None:
             raise ValueError(f"field 'prm': shaping {self.shaping!r} needs a PRM folder")
-        if self.shaping == "none" and self.prm:
+        if self.shaping == "none" and (self.prm or self.prm_server is not None):
             raise ValueError("field 'shaping': a PRM is given but shaping is 'none'; choose sum, min, last or "
                              "potential, or drop the PRM")
         return self
@@ -175,8 +170,7 @@ class EpisodeRewarder:
 
     def __init__(self, cfg: RewardConfig):
         self.cfg = cfg
-        self.prm = None if not cfg.prm else PRMHandle(cfg.prm, batch_size=cfg.prm_batch_size,
-                                                       device=cfg.prm_device, dtype=cfg.prm_dtype)
+        self.prm = cfg.prm_handle()
 
     @property
     def scorer(self) -> Any:

@@ -28,7 +28,8 @@ labelled steps and `anchor_batch_size` demonstrated ones, drawn up front from `r
 processes (`torchrun`) or G accumulation steps follow the curve of one process (`LikelihoodLoss`).
 
 A trained likelihood PRM is a `save_pretrained` folder (safetensors) with `likelihood_prm.json` (β, b, the
-prompt); `open_scorer` loads it, or any other PRM folder, as the scorer search, evaluation and the trainers use.
+prompt); `proctor.prm.ref.PRMRef.open` loads it, or any other PRM folder, as the scorer search, evaluation and the
+trainers use.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from proctor.agents.base import Prefix
-from proctor.prm.model import CheckpointingWrapper, ProcessRewardModel
-from proctor.prm.protocol import StepScorer
+from proctor.prm.model import CheckpointingWrapper
 from proctor.progress import StageProgress
 from proctor.prompts.render import PromptConfig, prefix_at, render_prompt
+from proctor.renames import moved_names
 from proctor.store import TrajectoryStore
 from proctor.training.config import OptimizationConfig
 from proctor.training.precision import inference_dtype, resolve_device
@@ -414,22 +415,4 @@ class LikelihoodScorer:
         return out
 
 
-def open_scorer(path: str | Path, batch_size: int = 16, device: str | None = "auto", dtype: str = "auto",
-                server: Any = None) -> StepScorer:
-    """The scorer of the PRM saved in `path`: a `LikelihoodScorer` for a likelihood PRM, a `TextStepScorer` for a
-    PRM trained on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`; on `device` (auto or None:
-    CUDA when present) in `dtype` (auto: bf16 on a CUDA device with bf16, else float32). `server` (a
-    `proctor.agents.registry.ServerRef`) scores instead: vLLM serving a likelihood PRM's LM (`prompt_logprobs`),
-    or `proctor prm serve` serving a PRM head (`RemotePRMScorer`)."""
-    device = resolve_device(device)
-    if is_likelihood_prm(path):
-        return LikelihoodScorer(path, batch_size, device, dtype, server=server)
-    if server is not None:
-        from proctor.prm.remote import RemotePRMScorer
-
-        return RemotePRMScorer(server.base_url, api_key_env=server.api_key_env, batch_size=batch_size)
-    from proctor.prm.scoring import PRMScorer
-    from proctor.prm.text_scorer import TextStepScorer
-
-    scorer = PRMScorer(ProcessRewardModel.from_pretrained(path, dtype=dtype, device=device), batch_size=batch_size)
-    return TextStepScorer(scorer) if scorer.prm.spec.trained_on == "text" else scorer
+__getattr__ = moved_names(__name__, {"open_scorer": "proctor.prm.ref:open_scorer"})

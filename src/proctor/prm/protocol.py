@@ -2,7 +2,7 @@
 
 Implementations: `PRMScorer` (a PRM head, in process), `TextStepScorer` (a head trained on stepwise text),
 `LikelihoodScorer` (Q(s, a) = σ(β·log π(a|s) + b), in process or on a vLLM server) and `RemotePRMScorer`
-(a head behind `proctor prm serve`). `proctor.prm.likelihood.open_scorer` returns the right one for a folder.
+(a head behind `proctor prm serve`). `proctor.prm.ref.PRMRef.open` returns the right one for a folder or a server.
 A scorer of your own that has these methods works everywhere a PRM does.
 """
 

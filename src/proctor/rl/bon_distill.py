@@ -44,10 +44,10 @@ import torch
 from pydantic import Field
 
 from proctor.agents.choice import ChoiceAgent, choice_probabilities
-from proctor.agents.registry import ServerRef, agent_config
+from proctor.agents.registry import agent_config
 from proctor.models.shared_prefix import shared_prefix_token_logprobs
-from proctor.prm.likelihood import open_scorer
 from proctor.prm.protocol import StepScorer
+from proctor.prm.ref import PRMRef, PRMServer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig
 from proctor.rl.online_dpo import sample_states
@@ -80,10 +80,8 @@ class BonDistillConfig(OptimizationConfig):
     """
 
     policy: str = Field(description="π, the proposing policy: a causal LM folder or hub name")
-    prm: str = Field(description="Q: any PRM folder `open_scorer` reads")
-    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
-                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
-                                         "tokenizer), or `proctor prm serve` serving a PRM head")
+    prm: str = Field(description="Q: any PRM folder (`proctor.prm.ref.PRMRef`)")
+    prm_server: PRMServer = None
     init: str | None = Field(default=None, description="the student's starting weights (None: the policy)")
     states_from: Path = Field(description="a trajectory store of π's episodes (their steps are the states)")
     output_dir: Path = Field(description="a new or empty folder")
@@ -183,8 +181,8 @@ def sample_targets(cfg: BonDistillConfig, student: ChoiceAgent, device: str) -> 
         if student.tokenizer.get_vocab() != proposer.tokenizer.get_vocab():
             raise ValueError(f"init: {cfg.init} has another tokenizer than policy {cfg.policy}; the student learns on "
                              "the policy's token ids, so it must share its tokenizer")
-        targets = best_of_n_targets(proposer, open_scorer(cfg.prm, device=device, server=cfg.prm_server), states,
-                                    cfg.n, cfg.progress)
+        scorer = PRMRef(prm=cfg.prm, prm_server=cfg.prm_server, device=device).open()
+        targets = best_of_n_targets(proposer, scorer, states, cfg.n, cfg.progress)
     orders = [rng.sample(range(len(targets)), len(targets)) for _ in range(cfg.epochs)]
     return Sampled(targets, orders, {"sampled_states": len(sampled), "episodes": len(stored),
                                      "episodes_left_out": len(stored) - len(trajs)})

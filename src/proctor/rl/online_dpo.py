@@ -47,10 +47,9 @@ import torch
 from pydantic import Field
 
 from proctor.agents.base import Agent
-from proctor.agents.registry import ServerRef
 from proctor.credit.preference import margin_pairs
-from proctor.prm.likelihood import open_scorer
 from proctor.prm.protocol import StepScorer
+from proctor.prm.ref import PRMRef, PRMServer
 from proctor.progress import StageProgress
 from proctor.prompts import Prefix, PromptConfig, prefix_at
 from proctor.rl.dpo_step import DPOLoss, DPORow, reference_logprobs
@@ -74,9 +73,7 @@ class OnlineDPOConfig(OnlineConfig):
     rollout and optimisation fields are `OnlineConfig`'s (`learning_rate` 1e-6, `batch` 8 envs, ...)."""
 
     prm: Path = Field(description="a PRM folder (`proctor prm train`)")
-    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
-                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
-                                         "tokenizer), or `proctor prm serve` serving a PRM head")
+    prm_server: PRMServer = None
     # states
     states_from: Path | None = Field(default=None, description="trajectory store of the policy's rollouts, "
                                      "used instead of rolling out in the first iteration")
@@ -122,7 +119,7 @@ class OnlineDPOResult:
 def train_online_dpo(cfg: OnlineDPOConfig) -> OnlineDPOResult:
     """Run `cfg.iterations` iterations of online DPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
-    scorer = open_scorer(cfg.prm, device=device, server=cfg.prm_server) if is_main_process() else None
+    scorer = PRMRef(prm=cfg.prm, prm_server=cfg.prm_server, device=device).open() if is_main_process() else None
     current, history = cfg.policy, []
     with generation_server(cfg, policy) as served:
         for k in range(1, cfg.iterations + 1):

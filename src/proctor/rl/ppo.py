@@ -37,13 +37,12 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, model_validator
 
-from proctor.agents.registry import ServerRef
 from proctor.credit.outcome import outcome
 from proctor.credit.spa import compose_rewards
 from proctor.models.sequences import collate_completions
-from proctor.prm.likelihood import open_scorer
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.protocol import StepScorer
+from proctor.prm.ref import PRMRef, PRMServer
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
 from proctor.rl.grpo import KLEstimator, summarize_steps, train_rows
@@ -77,9 +76,7 @@ class PPOConfig(OnlineConfig):
     reward: Literal["env", "prm", "spa"] = Field(default="env", description="turn rewards: the env's, the PRM's "
                                                  "step scores, or SPA's α·progress + β·validity")
     prm: Path | None = Field(default=None, description="PRM (reward prm) or progress estimator (reward spa)")
-    prm_server: ServerRef | None = Field(default=None, description="score on a server: vLLM serving a "
-                                         "likelihood PRM's LM (prompt_logprobs; the PRM folder gives β, b, prompt and "
-                                         "tokenizer), or `proctor prm serve` serving a PRM head")
+    prm_server: PRMServer = None
     prm_prompt: PromptConfig | None = Field(default=None, description="the PRM's prompt config (None: its own)")
     alpha: float = Field(default=1.0, description="spa: weight of the progress score")
     beta: float = Field(default=0.5, description="spa: weight of the validity bonus g_k")
@@ -123,7 +120,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
     critic = ProcessRewardModel.build(cfg.critic or cfg.policy, head="scalar", sigmoid=False,
                                       dtype=weights_dtype(cfg.precision),
                                       gradient_checkpointing=cfg.gradient_checkpointing).to(device)
-    scorer = open_scorer(cfg.prm, device=device, server=cfg.prm_server) if cfg.prm else None
+    scorer = PRMRef(prm=cfg.prm, prm_server=cfg.prm_server, device=device).open() if cfg.prm else None
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
     pad = tokenizer.pad_token_id
     policy_loss = PolicyGradientLoss(pad, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high, cfg.kl_coef,

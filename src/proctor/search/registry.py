@@ -23,9 +23,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from proctor.envs.registry import EnvSpec
 from proctor.envs.versions import env_versions
 from proctor.episode import WorkItem
+from proctor.prm.ref import PRMRef
 from proctor.registry import Registry, validate_config
 from proctor.rollout.engine import open_store, plan
-from proctor.search.scorer import PRMScoring
 from proctor.store import TrajectoryStore
 
 
@@ -43,8 +43,8 @@ class SearchSpec(BaseModel):
         return f"{self.method} {json.dumps(fields, sort_keys=True)}"
 
 
-class PRMSearchSpec(PRMScoring, SearchSpec):
-    """The fields of every method that scores with a PRM (`PRMScoring`'s)."""
+class PRMSearchSpec(PRMRef, SearchSpec):
+    """The fields of every method that scores with a PRM (`PRMRef`'s)."""
 
 
 @dataclass

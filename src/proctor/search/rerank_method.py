@@ -127,7 +127,7 @@ def run_trajectory_best_of_n(cfg: TrajectoryBestOfNConfig, job: SearchJob) -> No
                                  f"{it.sample * cfg.n}..{(it.sample + 1) * cfg.n - 1}; trajectory-best-of-n needs "
                                  f"n={cfg.n}")
         needed = [t for it in todo for t in groups[it.key]]
-        scorer = cfg.scorer()
+        scorer = cfg.open()
         scored = dict(zip((t.id for t in needed),
                           score_attempts(scorer, needed, cfg.prm_batch, job.progress), strict=True))
         for it in todo:

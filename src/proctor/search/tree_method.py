@@ -39,7 +39,7 @@ def _run_tree(cfg: TreeSearchSpec, job: SearchJob) -> None:
         store, todo = job.open(spec, cfg.describe())
         try:
             if todo:
-                search = TreeSearch(spec, agent, cfg.scorer(), beams=cfg.beams, expansions=cfg.expansions,
+                search = TreeSearch(spec, agent, cfg.open(), beams=cfg.beams, expansions=cfg.expansions,
                                     aggregation=cfg.aggregation, selection=cfg.method,
                                     states_per_pass=cfg.prm_batch, split=job.split, run_seed=job.seed,
                                     name=cfg.method)
