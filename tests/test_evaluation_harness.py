@@ -155,6 +155,10 @@ def test_eval_command_reads_a_config_file_and_options_override_it(tmp_path):
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (s["split"], s["tasks"], s["agent"]["epsilon"], s["env_kwargs"]) == ("valid", 2, 0.2, {"max_steps": 6})
     assert s["agent"]["seed"] == 0 and s["policy"] == "o"
+    r = CliRunner().invoke(app, ["eval", "--config", str(cfg), "--tasks", "2", "--agent-arg", "epsilon=0.4",
+                                 "--out", str(tmp_path / "a"), "--no-progress"])
+    assert r.exit_code == 0, r.output  # an agent option changes the file's agent (not a random one in its place)
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["agent"] == {**s["agent"], "epsilon": 0.4}
     bad = tmp_path / "bad.yaml"
     bad.write_text("env: household\nagent: {kind: random}\nsamples: 0\n")
     r = CliRunner().invoke(app, ["eval", "--config", str(bad), "--out", str(tmp_path / "b")])

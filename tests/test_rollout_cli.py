@@ -110,8 +110,8 @@ def test_from_completes_another_store_with_the_configs_start(tmp_path, monkeypat
     assert {t.meta["prefix_of"] for t in done} == sources and all("candidate" in t.meta for t in done)
 
 
-def test_a_configs_fields_hold_unless_an_option_is_given(tmp_path):
-    """`--config`: the file's split, samples and seed are the run's; an option given overrides its field."""
+def rollout_with_config(tmp_path: Path, out: str, *args: str) -> TrajectoryStore:
+    """`proctor rollout --config` of an expert on 2 `guess` tasks of split `valid`, 2 samples each, seed 3."""
     import yaml
     from typer.testing import CliRunner
 
@@ -120,15 +120,24 @@ def test_a_configs_fields_hold_unless_an_option_is_given(tmp_path):
     config = tmp_path / "rollout.yaml"
     config.write_text(yaml.safe_dump({"env": "guess", "env_module": "test_rollout_envs", "split": "valid", "tasks": 2,
                                       "samples": 2, "seed": 3, "agent": {"kind": "expert"}, "progress": False}))
+    res = CliRunner().invoke(app, ["rollout", "--config", str(config), "--out", str(tmp_path / out), *args])
+    assert res.exit_code == 0, res.output
+    return TrajectoryStore.open(tmp_path / out)
 
-    def run(out: str, *args: str) -> TrajectoryStore:
-        res = CliRunner().invoke(app, ["rollout", "--config", str(config), "--out", str(tmp_path / out), *args])
-        assert res.exit_code == 0, res.output
-        return TrajectoryStore.open(tmp_path / out)
 
-    store = run("file")
+def test_a_configs_fields_hold_unless_an_option_is_given(tmp_path):
+    """`--config`: the file's split, samples and seed are the run's; an option given overrides its field."""
+    store = rollout_with_config(tmp_path, "file")
     assert sorted(t.key for t in store.load()) == [("valid-0", 0), ("valid-0", 1), ("valid-1", 0), ("valid-1", 1)]
     assert (store.meta["rollout"]["split"], store.meta["rollout"]["seed"]) == ("valid", 3)
-    store = run("given", "--split", "train", "--samples", "1")
+    assert all(t.success for t in store.load())
+    store = rollout_with_config(tmp_path, "given", "--split", "train", "--samples", "1")
     assert sorted(t.key for t in store.load()) == [("train-0", 0), ("train-1", 0)]
     assert (store.meta["rollout"]["split"], store.meta["rollout"]["seed"]) == ("train", 3)
+
+
+def test_an_agent_option_changes_the_configs_agent(tmp_path):
+    """`--expert-kind` (like `--model`, `--temperature`, `--agent-arg`) without `--agent` changes the file's agent:
+    never ignored, and never a random agent in its place."""
+    trajs = rollout_with_config(tmp_path, "quitter", "--expert-kind", "quitter").load()
+    assert len(trajs) == 4 and all(t.actions == ["give up"] and not t.success for t in trajs)

@@ -12,7 +12,14 @@ import typer
 from rich.table import Table
 
 from proctor.agents.registry import agent_kinds
-from proctor.cli.options import agent_from_options, console, fail, load_yaml_config, parse_key_values
+from proctor.cli.options import (
+    agent_from_options,
+    agent_options_given,
+    console,
+    fail,
+    load_yaml_config,
+    parse_key_values,
+)
 from proctor.cli.prm_cmd import DEVICE_HELP, DTYPE_HELP
 from proctor.cli.rollout_cmd import stopped
 from proctor.cli.root import app
@@ -108,10 +115,13 @@ def eval_cmd(
     if search is not None or search_arg:
         data["search"] = {**data.get("search", {}), **({"method": search} if search else {}),
                           **parse_key_values(search_arg, "--search-arg")}
-    built = None
-    if agent is not None or agent_arg or ("agent" not in data and "search" not in data):
-        built = agent_from_options(agent or "random", agent_arg, model=model, expert_kind=expert_kind,
-                                   temperature=temperature, seed=data.get("seed", 0))
+    built, config_agent = None, data.get("agent")
+    if isinstance(data.get("search"), dict):
+        config_agent = data["search"].get("agent", config_agent)  # the search's policy
+    if agent is not None or agent_options_given(agent_arg, model, expert_kind, temperature) or \
+            ("agent" not in data and "search" not in data):
+        built = agent_from_options(agent, agent_arg, model=model, expert_kind=expert_kind, temperature=temperature,
+                                   seed=data.get("seed", 0), config_agent=config_agent)
     if built is not None and "search" in data:
         data["search"]["agent"] = built  # the search's policy
         data.pop("agent", None)

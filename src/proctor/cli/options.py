@@ -62,19 +62,27 @@ def validated_config(path: Path, model: Any, output_dir: Path | None = None) -> 
         fail(wrong_command(path, data, model) or e, str(path))
 
 
-def agent_from_options(kind: str, agent_args: list[str], *, model: str | None = None, base_url: str | None = None,
-                       expert_kind: str | None = None, temperature: float | None = None,
-                       prompt_format: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """An agent config dict from `--agent KIND --agent-arg k=v` and the shorthand options (`--model`, ...)."""
-    cfg: dict[str, Any] = {"kind": kind}
+def agent_from_options(kind: str | None, agent_args: list[str], *, model: str | None = None,
+                       base_url: str | None = None, expert_kind: str | None = None, temperature: float | None = None,
+                       prompt_format: str | None = None, seed: int = 0, config_agent: Any = None) -> dict[str, Any]:
+    """An agent config dict from `--agent KIND --agent-arg k=v` and the shorthand options (`--model`, ...). Without
+    `--agent` (`kind` None), the options given change the fields of `config_agent` (the agent of the command's
+    `--config` file), else of a `random` agent."""
+    base = config_agent if kind is None and isinstance(config_agent, dict) else {}
+    cfg: dict[str, Any] = {**base, "kind": kind or base.get("kind", "random")}
     shorthand = {"model": model, "base_url": base_url, "expert": expert_kind, "temperature": temperature}
     cfg.update({k: v for k, v in shorthand.items() if v is not None})
     if prompt_format is not None:
-        cfg["prompt"] = {"format": prompt_format}
-    if kind in ("random", "epsilon", "mixture", "switch", "hf", "openai"):
+        cfg["prompt"] = {**(cfg["prompt"] if isinstance(cfg.get("prompt"), dict) else {}), "format": prompt_format}
+    if cfg["kind"] in ("random", "epsilon", "mixture", "switch", "hf", "openai"):
         cfg.setdefault("seed", seed)
     cfg.update(parse_key_values(agent_args, "--agent-arg"))
     return cfg
+
+
+def agent_options_given(agent_args: list[str], *shorthand: object) -> bool:
+    """Whether any agent option was given: an `--agent-arg` or a shorthand (`--model`, `--temperature`, ...)."""
+    return bool(agent_args) or any(v is not None for v in shorthand)
 
 
 def fail(error: object, where: str | None = None) -> NoReturn:

@@ -13,6 +13,7 @@ import typer
 from proctor.agents.registry import agent_kinds
 from proctor.cli.options import (
     agent_from_options,
+    agent_options_given,
     console,
     err_console,
     fail,
@@ -80,7 +81,7 @@ def rollout_cmd(
     """Roll out an agent on K samples of N tasks, B envs at a time (or K completions of every prefix of a
     stored store with --from); prints the summary table. Exits non-zero when an episode ended in env_error (the
     same command again retries those), and says what was kept when stopped with Ctrl-C. With --config, the
-    options given here override the file's fields."""
+    options given here override the file's fields (agent options without --agent: those of the file's agent)."""
     from pydantic import ValidationError
 
     from proctor.rollout import AgentFailing, EnvFailures, RolloutConfig, run_rollout, summary_table
@@ -103,10 +104,11 @@ def rollout_cmd(
             import_env_module(data["env_module"])
         except ImportError as e:
             fail(f"--env-module {data['env_module']}: {e}")
-    if "agent" not in data or agent is not None or agent_arg:
-        data["agent"] = agent_from_options(agent or "random", agent_arg, model=model, base_url=base_url,
-                                           expert_kind=expert_kind, temperature=temperature,
-                                           prompt_format=prompt_format, seed=data.get("seed", 0))
+    if "agent" not in data or agent is not None or \
+            agent_options_given(agent_arg, model, base_url, expert_kind, temperature, prompt_format):
+        data["agent"] = agent_from_options(agent, agent_arg, model=model, base_url=base_url, expert_kind=expert_kind,
+                                           temperature=temperature, prompt_format=prompt_format,
+                                           seed=data.get("seed", 0), config_agent=data.get("agent"))
     if from_store is not None:  # the config's start (its candidates, states per source...) from another store
         start = {**(data.get("start") or {}), "source": from_store}
         if prefixes is not None:
