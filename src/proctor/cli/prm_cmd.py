@@ -185,11 +185,11 @@ def _scorer(model: Path, batch_size: int, device: str, dtype: str, trajectories:
     a `stepwise` episode)."""
     from transformers.utils import logging as hf_logging
 
+    from proctor.prm.ref import PRMRef
     from proctor.prm.text_scorer import StepwiseScorer
-    from proctor.search.scorer import load_scorer
 
     hf_logging.disable_progress_bar()  # loading a few dozen tensors needs no bar
-    scorer = load_scorer(str(model), batch_size, device, dtype)
+    scorer = PRMRef(prm=model, prm_batch=batch_size, device=device, dtype=dtype).open()
     return scorer if trajectories else StepwiseScorer(scorer)
 
 

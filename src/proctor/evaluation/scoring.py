@@ -41,12 +41,12 @@ def claim_scores(out: Path, prm_path: Path, key: str = "prm", overwrite: bool = 
 def score_store(trajs: Sequence[Trajectory], prm_path: Path, store: TrajectoryStore, key: str = "prm",
                 batch_size: int = 8, progress: bool = True, device: str = "auto", dtype: str | None = "auto",
                 server: Any = None) -> tuple[list[Trajectory], list[str]]:
-    """Score `trajs` with the PRM at `prm_path` (on `device` in `dtype`, or on `server`, a `ServerRef`:
-    `proctor.search.scorer.load_scorer`) into `store` (claimed for them: `claim_scores`); returns the scored
+    """Score `trajs` with the PRM at `prm_path` (opened by `proctor.prm.ref.PRMRef` on `device` in `dtype`, or on
+    `server`, a `ServerRef`) into `store` (claimed for them: `claim_scores`); returns the scored
     trajectories (in the order of `trajs`) and the ids of those that could not be scored (copied without
     scores)."""
+    from proctor.prm.ref import PRMRef
     from proctor.prm.scoring import ScoringError
-    from proctor.search.scorer import load_scorer
 
     done = {t.id: t for t in store.load()}
     todo = [t for t in trajs if t.id not in done and t.steps]
@@ -56,7 +56,7 @@ def score_store(trajs: Sequence[Trajectory], prm_path: Path, store: TrajectorySt
             done[t.id] = t
     unscored: list[str] = [t.id for t in done.values() if t.steps and not any(key in s.scores for s in t.steps)]
     if todo:
-        scorer = load_scorer(str(prm_path), batch_size, device, dtype, server)
+        scorer = PRMRef(prm=prm_path, prm_server=server, prm_batch=batch_size, device=device, dtype=dtype).open()
         with StageProgress("prm scoring", total=len(todo), unit="trajectories", enabled=progress) as bar:
             for i in range(0, len(todo), batch_size):
                 chunk = todo[i:i + batch_size]
