@@ -69,13 +69,26 @@ def test_model_runs_and_is_deterministic_in_seed(tmp_path):
     assert torch.equal(la, lb) and not torch.allclose(la, lc)
 
 
-def test_same_arguments_reuse_the_folder_and_other_arguments_are_refused(tmp_path):
+def test_same_arguments_reuse_the_folder_and_other_arguments_are_refused_or_replaced(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli import app
+    from proctor.outputs import CHOICES
+
     out = build_tiny(tmp_path / "m", hidden_size=32, layers=1, heads=2, vocab_size=400, corpus=CORPUS)
     stamp = (out / "model.safetensors").stat().st_mtime_ns
     again = build_tiny(tmp_path / "m", hidden_size=32, layers=1, heads=2, vocab_size=400, corpus=CORPUS)
     assert again == out and (out / "model.safetensors").stat().st_mtime_ns == stamp
-    with pytest.raises(FileExistsError, match="other arguments"):
+    res = CliRunner().invoke(app, ["models", "tiny", "--out", str(out), "--hidden-size", "64"])
+    assert res.exit_code == 2 and res.output.strip().splitlines() == [
+        f"error: {out}: holds the tiny model of another run (field 'hidden_size' is 32 there and 64 here); {CHOICES}"]
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp  # left as it was
+    first = json.loads((out / MARKER_FILE).read_text())["args"]
+    with pytest.raises(ValueError, match=r"holds the tiny model of another run \(field 'corpus' is \"sha256:"):
         build_tiny(tmp_path / "m", hidden_size=32, layers=1, heads=2, vocab_size=400, corpus=CORPUS[:3])
+    build_tiny(tmp_path / "m", hidden_size=32, layers=1, heads=2, vocab_size=400, corpus=CORPUS[:3], overwrite=True)
+    rebuilt = json.loads((out / MARKER_FILE).read_text())["args"]
+    assert rebuilt == {**first, "corpus": rebuilt["corpus"]} and rebuilt["corpus"] != first["corpus"]
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="not an empty folder"):

@@ -32,6 +32,8 @@ def tiny(
     vocab_size: Annotated[int, typer.Option(help="tokenizer vocabulary (at most)")] = 2000,
     arch: Annotated[str, typer.Option(help="llama | qwen2")] = "llama",
     seed: Annotated[int, typer.Option(help="weight initialisation seed")] = 0,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace a tiny model --out holds that was built "
+                                            "with other arguments (without it, it is refused)")] = False,
 ) -> None:
     """A randomly initialised Llama (or Qwen2) with a byte-level BPE tokenizer trained offline on the built-in
     envs' text, saved as an HF folder (safetensors, ChatML template, the PRM step marker as one token).
@@ -48,7 +50,7 @@ def tiny(
     _quiet_hub()  # writing one shard needs no bar
     with user_errors("models tiny"):
         path = build_tiny(out, arch=arch, hidden_size=hidden_size, layers=layers, heads=heads,
-                          vocab_size=vocab_size, seed=seed)
+                          vocab_size=vocab_size, seed=seed, overwrite=overwrite)
     built = json.loads((path / MARKER_FILE).read_text())
     typer.echo(json.dumps({"model": str(path), "parameters": built["parameters"],
                            "vocab_size": built["vocab_size"]}))

@@ -6,7 +6,8 @@ and proctor's special tokens; the model is a randomly initialised Llama (or Qwen
 parameters (or far fewer, for tests). The folder holds `config.json`, `model.safetensors`,
 `generation_config.json`, `tokenizer.json`, `tokenizer_config.json`, the chat template and
 `proctor_tiny.json` (the build arguments, written last: a folder with it is complete). Building again
-with the same arguments into that folder reuses it.
+with the same arguments into that folder reuses it; with other arguments it is refused in one line naming the
+first that differs, or replaced with `overwrite` (the rule of `proctor.outputs`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from proctor.outputs import claim_output
 
 UNK, PAD, BOS = "<unk>", "<pad>", "<s>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -128,6 +131,7 @@ def build_tiny(
     max_position_embeddings: int = 8192,
     corpus: Iterable[str] | None = None,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> Path:
     """Build (or reuse) a tiny model + tokenizer folder at `out_dir` (see module docstring); returns it.
 
@@ -143,14 +147,12 @@ def build_tiny(
             "vocab_size": vocab_size, "intermediate_size": intermediate_size,
             "max_position_embeddings": max_position_embeddings, "corpus": corpus_key, "seed": seed,
             "build_version": BUILD_VERSION}
-    if _is_complete(out):
-        built = json.loads((out / MARKER_FILE).read_text())["args"]
-        if built != args:
-            raise FileExistsError(f"{out} holds a tiny model built with other arguments ({built}); "
-                                  f"delete it or choose another folder")
-        return out
-    if out.exists() and any(out.iterdir()):
+    built = json.loads((out / MARKER_FILE).read_text())["args"] if _is_complete(out) else None
+    if built is None and out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not an empty folder nor a tiny model folder")
+    if claim_output(out, args, recorded=built, present=[out] if built is not None else [], overwrite=overwrite,
+                    what="tiny model"):
+        return out
     if texts is None:
         from proctor.models.corpus import default_corpus
 
