@@ -48,3 +48,17 @@ def test_a_replaced_worker_recreates_its_other_envs_by_replay():
         result = pool.collect()[0].value  # a StepResult, pickled from the worker process
         assert (result.observation, result.reward, result.terminated, result.won) == ("Correct!", 1.0, True, True)
         assert result.admissible_actions is None and result.info == {"score": 1.0}
+
+
+def test_make_pool_picks_the_pool_and_its_earlier_import_path_warns():
+    """`make_pool` lives apart from the pools the worker modules build on (no import circle); the old path
+    `proctor.rollout.pools.make_pool` still imports, naming the new one."""
+    from proctor.rollout import InProcessEnvPool, make_pool
+
+    spec = EnvSpec("guess", {})
+    assert isinstance(make_pool(spec, 2), InProcessEnvPool)
+    with pytest.raises(ValueError, match="unknown rollout backend 'slurm'"):
+        make_pool(spec, 2, workers=1, backend="slurm")
+    with pytest.warns(DeprecationWarning, match="proctor.rollout.pools.make_pool is now proctor.rollout.backends"):
+        from proctor.rollout.pools import make_pool as old
+    assert old is make_pool

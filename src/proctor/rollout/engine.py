@@ -29,9 +29,9 @@ from proctor.envs.versions import env_versions
 from proctor.episode import Episode, WorkItem, episode_seed, termination_of
 from proctor.outputs import as_json
 from proctor.rollout.async_engine import AsyncRunner
+from proctor.rollout.backends import make_pool
 from proctor.rollout.breaker import CircuitBreaker
 from proctor.rollout.failures import RolloutInterrupted
-from proctor.rollout.pools import make_pool
 from proctor.rollout.progress import RolloutProgress
 from proctor.rollout.slot_envs import SlotEnvs
 from proctor.store import TrajectoryStore, open_for_run

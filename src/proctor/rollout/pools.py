@@ -1,5 +1,5 @@
-"""Env pools: `B` env slots that the rollout engine resets and steps, in-process or hosted by workers, and
-`make_pool`, which picks one for a run.
+"""Env pools: `B` env slots that the rollout engine resets and steps, in-process or hosted by workers (the workers
+are `proctor.rollout.worker_process` and `.ray_backend`; `proctor.rollout.backends.make_pool` picks one for a run).
 
 The engine queues `reset`/`step` ops for many slots, then `collect()`s one result per op. A failing env
 never takes others down with it:
@@ -21,10 +21,11 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Self
 
 from proctor.envs.base import TextEnv
 from proctor.envs.registry import EnvSpec
+from proctor.renames import moved_names
 from proctor.rollout.env_ops import EnvOp, Reply, close_envs, env_module, run_op
 
 
@@ -253,20 +254,4 @@ class HostedEnvPool(EnvPool):
             self._send(w, list(queue))
 
 
-def make_pool(spec: EnvSpec, n_slots: int, workers: int = 0, backend: str = "local",
-              step_timeout: float | None = 60.0, **backend_options: Any) -> EnvPool:
-    """`workers=0`: in-process; `workers>0`: that many worker processes (`backend="local"`) or Ray actors
-    (`backend="ray"`, needs the `ray` extra)."""
-    if backend == "ray":
-        from proctor.rollout.ray_backend import RayEnvPool
-
-        return RayEnvPool(spec, n_slots, max(1, workers), step_timeout, **backend_options)
-    if backend != "local":
-        raise ValueError(f"unknown rollout backend {backend!r}; choose 'local' or 'ray'")
-    if workers <= 0:
-        return InProcessEnvPool(spec, n_slots)
-    from proctor.rollout.worker_process import ProcessEnvPool
-
-    return ProcessEnvPool(spec, n_slots, workers, step_timeout, **backend_options)
-
-
+__getattr__ = moved_names(__name__, {"make_pool": "proctor.rollout.backends:make_pool"})

@@ -19,8 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 
 from proctor.envs.registry import EnvSpec
+from proctor.rollout.backends import make_pool
 from proctor.rollout.env_ops import Reply
-from proctor.rollout.pools import EnvPool, InProcessEnvPool, make_pool
+from proctor.rollout.pools import EnvPool, InProcessEnvPool
 
 
 class SlotEnvs:

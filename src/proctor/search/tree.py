@@ -38,7 +38,8 @@ from proctor.envs.registry import EnvSpec, entries
 from proctor.episode import Episode, WorkItem, termination_of
 from proctor.prm.protocol import StepScorer
 from proctor.progress import StageProgress
-from proctor.rollout.pools import HostedEnvPool, make_pool
+from proctor.rollout.backends import make_pool
+from proctor.rollout.pools import HostedEnvPool
 from proctor.search.aggregate import StepAggregation, aggregate
 from proctor.search.best_of_n import Merged, chosen, merge_candidates
 from proctor.search.budget import Budget
