@@ -5,5 +5,6 @@
   `TaskSelection`: which env tasks an online trainer rolls out on);
 - `engine`: `fit`, a `transformers.Trainer` over rows with a proctor loss (`RowLoss`);
 - `distributed`: rank-0 sampling broadcast to every process;
-- `saving`: the Trainer/Accelerate save path (FSDP/ZeRO-3 gather), float32 unless asked.
+- `policy`: the model a trainer updates (loaded under the precision policy, fully or with LoRA) and its saving
+  (`save_trained`: the state dict gathered under FSDP/ZeRO-3, written float32 unless asked).
 """
