@@ -109,7 +109,7 @@ def arithmetic_examples(split: str, tasks: int, samples: int, workdir: Path):
 def processbench_examples(path: Path, first: int, count: int):
     """ProcessBench solutions `first`..`first + count` of a file as training examples: the steps through the first
     wrong one (what is labelled: correct before it, wrong at it; every step of a fully correct solution)."""
-    from proctor.prm.data import read_processbench
+    from proctor.prm.importers import read_processbench
 
     rows = read_processbench(path, through_first_error=True)
     if len(rows) < first + count:

@@ -66,7 +66,7 @@ def test_the_processbench_download_is_what_proctor_reads(tmp_path):
     the ProcessBench importer with its first-error labels."""
     from datasets import Dataset
 
-    from proctor.prm.data import read_processbench
+    from proctor.prm.importers import read_processbench
 
     page = (ROOT / "docs" / "guides" / "math-shepherd.md").read_text()
     assert "hf download Qwen/ProcessBench --repo-type dataset --local-dir" in page

@@ -1,4 +1,5 @@
-"""proctor.prm.data importers and proctor.prm.tokenize (TRL-exact ids, marker mode, guards)."""
+"""proctor.prm.data (the stepwise record and files), proctor.prm.importers and proctor.prm.tokenize (TRL-exact ids,
+marker mode, guards)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from proctor.prm.data import (
-    DataError,
-    StepwiseExample,
+from proctor.prm.data import DataError, StepwiseExample, read_stepwise, write_stepwise
+from proctor.prm.importers import (
     from_math_shepherd,
     from_prm800k,
     from_processbench,
     load_examples,
     read_processbench,
-    read_stepwise,
-    write_stepwise,
 )
 from proctor.prm.tokenize import TokenizationError, collate, tokenize_marked, tokenize_trl
 
@@ -217,3 +215,11 @@ def test_processbench_real_files(shared_data):
     assert sum(ex.meta["first_error"] == -1 for ex in exs) > 0
     assert all(ex.num_steps >= 1 for ex in exs)
     assert len(load_examples(path, "processbench")) == 400
+
+
+def test_the_importers_earlier_import_path_warns_naming_the_new_one():
+    import proctor.prm.importers
+
+    with pytest.warns(DeprecationWarning, match="proctor.prm.data.load_examples is now proctor.prm.importers"):
+        from proctor.prm.data import load_examples as old
+    assert old is proctor.prm.importers.load_examples

@@ -119,7 +119,8 @@ def score(
     dtype: DtypeOption = "auto",
 ) -> None:
     from proctor.cli.errors import user_errors
-    from proctor.prm.data import DataError, read_for_scoring
+    from proctor.prm.data import DataError
+    from proctor.prm.importers import read_for_scoring
 
     out = None
     with user_errors("prm score"):

@@ -12,7 +12,7 @@ every step is correct. The protocol, per file:
 
 A threshold can be chosen on one file and applied to others (`sweep_threshold`: the F1-best of a grid; the
 paper tunes it per PRM). The paper's summary over several files is the mean of their F1s. Solutions are read with
-`proctor.prm.data.read_processbench` (all steps kept; the problem is the prompt).
+`proctor.prm.importers.read_processbench` (all steps kept; the problem is the prompt).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 
 from rich.table import Table
 
-from proctor.prm.data import DataError, StepwiseExample, read_processbench
+from proctor.prm.data import DataError, StepwiseExample
+from proctor.prm.importers import read_processbench
 from proctor.prm.metrics import predicted_first_error, processbench_f1
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from proctor.prm.config import PRMTrainConfig
-from proctor.prm.data import DataError, StepwiseExample, load_examples, row_name
+from proctor.prm.data import DataError, StepwiseExample, row_name
+from proctor.prm.importers import load_examples
 from proctor.prm.model import ProcessRewardModel
 from proctor.prm.objectives import objective
 from proctor.prm.records import (
