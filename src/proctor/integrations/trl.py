@@ -1,54 +1,7 @@
-"""proctor's environments, prompts and PRMs inside TRL's `GRPOTrainer`, through its `environment_factory`.
-
-Written against TRL 1.16 (`TRL_VERSION`), whose `environment_factory` is experimental: it warns, and it may change.
-What this module relies on, read from `trl/trainer/grpo_trainer.py` of that release:
-
-- TRL calls the factory once per concurrent rollout (and once at start to probe the class) and reuses instances.
-- Every public method of the environment's class other than `reset` and `get_reward` becomes a tool, described to
-  the model by its type hints and Google-style docstring; here that is one tool, `act(command) -> str`.
-- Before each rollout TRL calls `reset(**row)` with the dataset row; the text it returns is appended to the last
-  user message of the row's prompt. `task_dataset` gives rows whose prompt is the system turn plus an empty user
-  turn, with the `task_id` and `seed` the env is reset to: TRL repeats each row `num_generations` times, so all
-  rollouts of a GRPO group start from the same state, as GRPO's group baseline requires.
-- After the rollout TRL calls `get_reward()` once, and adds it (weight 1, logged under the class name
-  `ProctorTRLEnv`) to the other reward functions, if any. TRL resets every env of a generation batch before it
-  rolls them out, so the envs of one factory see batches: when every episode of one got the same reward, GRPO's
-  advantages are all 0, and `RewardWatch` logs one warning line (once).
-- The tokenizer's chat template must render a full tool-calling exchange (`trl.chat_template_utils.
-  supports_tool_calling`), be prefix-preserving, and the tokenizer needs a response parser for tool calls: for
-  ChatML tokenizers (proctor's tiny models, SmolLM2) `with_tool_calling` installs proctor's
-  (`proctor.integrations.chat_templates`); TRL sets the parser itself for the families it knows (Qwen, Llama 3.x...).
-
-The first user message is the shared prompt renderer's (`proctor.prompts.render.render_messages`: "Task: ..." and
-the first observation), followed by the admissible commands when the env lists them; `act` returns the env's next
-observation with the admissible commands, or a line saying that the episode is over and how.
-
-**The reward** of an episode (docs/integrations.md) is its outcome return plus, optionally, a PRM shaping term. The
-outcome (`RewardConfig.outcome`) is the env's own rewards r_t (`reward`, the default), or the success / clipped
-score of docs/methods.md §0 (`success`, `score`) given as a reward on the last step; its return is Σ_t γ^t r_t
-(γ = 1 by default). With a PRM (`proctor.prm.likelihood.open_scorer`, any proctor PRM) scoring the episode's steps
-q_0..q_{T-1} (rendered as proctor's rollout engine records them: a `Trajectory` built by `proctor.episode`) and a
-weight λ, the shapings are
-
-    none        0
-    sum         λ · Σ_t γ^t q_t
-    min         λ · min_t q_t
-    last        λ · q_{T-1}
-    potential   Σ_t γ^t (γ Φ(s_{t+1}) − Φ(s_t)),  Φ(s_0) = 0, Φ(s_t) = λ · q_{t-1},
-                Φ(s_T) = 0 unless the env's step limit cut the episode (termination `max_steps`)
-
-Only `potential` keeps the optimal policy (A. Ng, D. Harada, S. Russell, *Policy invariance under reward
-transformations*, ICML 1999; docs/methods.md §4): Φ is a function of the state, since a proctor state is the whole
-history (docs/methods.md §0) and q_{t-1} is a function of (s_{t-1}, a_{t-1}). `sum`, `min` and `last` are not of that
-form and can change which policy is optimal: `sum` pays for every extra step the PRM likes (a longer episode earns
-more), `min` punishes exploration that passes one low-scored state, and `last` is (for γ = 1) the potential form
-without Φ(terminal) = 0, so it can prefer ending in a state the PRM rates highly over succeeding. Because GRPO scores a
-whole episode with one number, the potential term telescopes to γ^T Φ(s_T) − Φ(s_0): it is 0 for every episode
-that ends in a terminal state, and only the step limit's cuts get the bootstrapped value Φ(s_T) (a truncated
-episode is not terminal, docs/methods.md §0). That is the price of policy invariance for an episode-level reward:
-an early policy that fails every episode gets 0 for all of them, and nothing to learn from, where `last` ranks its
-failures by the PRM's score of where each ended; dense per-step credit needs a per-step learner (proctor's GiGPO and
-PRM advantages, docs/integrations.md).
+"""proctor's environments, prompts and PRMs inside TRL's `GRPOTrainer`, through its `environment_factory`:
+`EnvironmentFactory` (any proctor env as one `act` tool), `RewardConfig` (the outcome return, optionally shaped by a
+PRM: `shaping_term`), `task_dataset` and `with_tool_calling`. Written against TRL 1.16 (`TRL_VERSION`); what it relies
+on in TRL, the reward's shapings and which keep the optimal policy: docs/integrations.md, "TRL's GRPOTrainer".
 
 Importing this module imports neither TRL nor torch; `with_tool_calling` imports TRL, and a PRM loads when the first
 episode is scored.
@@ -134,7 +87,7 @@ def discounted(xs: Sequence[float], gamma: float) -> float:
 
 def shaping_term(scores: Sequence[float], shaping: Shaping, *, weight: float = 1.0, gamma: float = 1.0,
                  bootstrap: bool = False) -> float:
-    """The PRM term of an episode's reward from its step scores q_0..q_{T-1} (module docstring); `bootstrap`:
+    """The PRM term of an episode's reward from its step scores q_0..q_{T-1} (docs/integrations.md); `bootstrap`:
     the episode was cut (not ended) after its last step, so Φ(s_T) keeps its value instead of 0."""
     if shaping == "none" or not scores:
         return 0.0
@@ -275,7 +228,7 @@ class ProctorTRLEnv:
                 "Do not call act again.]")
 
     def get_reward(self) -> float:
-        """The episode's reward (module docstring); finishes the episode (an env still running counts as a
+        """The episode's reward (docs/integrations.md); finishes the episode (an env still running counts as a
         failure: the model stopped calling `act`, or TRL cut the completion)."""
         if self._trajectory is None:
             if self._episode is None:

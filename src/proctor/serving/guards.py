@@ -1,8 +1,10 @@
-"""Bounds and protections shared by the HTTP servers (`proctor serve`, `proctor prm serve`).
+"""Bounds and protections shared by the servers (`proctor serve`, `proctor prm serve`, `proctor serve-env`).
 
 - `ServerLimits`: the configurable bounds, with safe defaults (`--limit key=value` on both commands).
 - `BodyLimit`: ASGI middleware that reads a request body in its chunks and answers 413 as soon as it
   passes `max_body_bytes` (or at once when `Content-Length` says so), before anything parses it.
+- `RequestGuard`: ASGI middleware for a server with WebSocket sessions (`proctor serve-env`): the API key on every
+  route but the open ones, at the WebSocket handshake too, and WebSocket messages bounded in size.
 - `Admission`: at most `max_queue` requests admitted (running or waiting for the model), the rest 429 at
   once; admitted requests run one at a time in arrival order, in a worker thread, while a watcher polls the
   connection: when the client goes, the request's cancel event is set (generation stops at the next token,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import threading
 import uuid
@@ -155,8 +158,6 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _reject(self, receive: Callable, send: Callable, more: bool) -> None:
-        import json
-
         dropped = 0
         with anyio.move_on_after(self.drain_s):
             while more and dropped < self.drain_bytes:
@@ -171,6 +172,69 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
+
+
+class RequestGuard:
+    """ASGI middleware: the API key on every route but `open_paths`, HTTP and the WebSocket handshake (401 with
+    `error(401, message, code)` as JSON, or close 1008 where the server cannot answer a handshake in HTTP), and
+    WebSocket messages bounded by `max_bytes` (a larger one gets `ws_error(message, code)` as JSON, then the socket
+    is closed with 1009). HTTP bodies are bounded by `BodyLimit`."""
+
+    def __init__(self, app: Any, api_key: str | None, max_bytes: int,
+                 error: Callable[[int, str, str], dict[str, Any]], ws_error: Callable[[str, str], dict[str, Any]],
+                 open_paths: tuple[str, ...] = ("/health",)):
+        self.app, self.api_key, self.max_bytes, self.open_paths = app, api_key, max_bytes, open_paths
+        self.error, self.ws_error = error, ws_error
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if self.api_key is not None and scope.get("path") not in self.open_paths:
+            headers = dict(scope.get("headers") or [])
+            given = headers.get(b"authorization", b"").decode("latin-1")
+            if not bearer_ok(given, self.api_key):
+                await self._unauthorized(scope, send)
+                return
+        if scope["type"] == "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, self._bounded(receive, send), send)
+        except WebSocketDisconnect:
+            pass  # the app closed a socket whose client had gone already
+
+    def _bounded(self, receive: Callable, send: Callable) -> Callable:
+        async def bounded() -> dict[str, Any]:
+            message = await receive()
+            if message["type"] == "websocket.receive":
+                size = len(message["bytes"]) if message.get("bytes") is not None else \
+                    len((message.get("text") or "").encode())
+                if size > self.max_bytes:
+                    error = self.ws_error(f"the message is larger than the server's limit of {self.max_bytes} "
+                                          "bytes", "MESSAGE_TOO_LARGE")
+                    await send({"type": "websocket.send", "text": json.dumps(error)})
+                    await send({"type": "websocket.close", "code": 1009})
+                    return {"type": "websocket.disconnect", "code": 1009}
+            return message
+
+        return bounded
+
+    async def _unauthorized(self, scope: dict[str, Any], send: Callable) -> None:
+        body = json.dumps(self.error(401, "invalid or missing API key (send `Authorization: Bearer <key>`)",
+                                     "invalid_api_key")).encode()
+        start = {"status": 401, "headers": [(b"content-type", b"application/json"),
+                                            (b"content-length", str(len(body)).encode())]}
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", **start})
+            await send({"type": "http.response.body", "body": body})
+        elif "websocket.http.response" in (scope.get("extensions") or {}):
+            await send({"type": "websocket.http.response.start", **start})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1008})
 
 
 class Admission:
