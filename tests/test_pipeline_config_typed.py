@@ -78,7 +78,7 @@ def test_prm_and_improve_are_tagged_unions_with_defaults(tmp_path):
     ("prm", {"kind": "likelihood", "policy": "x"}, "prm.policy: not a field of the likelihood PRM here"),
     ("prm", {"kind": "likelihood", "anchor": "$demo"}, "prm.anchor: '$demo' is neither `$demos`"),
     ("improve", {"learning_rte": 1e-5}, ("improve.learning_rte: not a field of online DPO here (the loop sets env, "
-                                        "env_kwargs, output_dir, policy, prm) (did you mean 'learning_rate'?)")),
+                                        "env_kwargs, env_module, output_dir, policy, prm) (did you mean 'learning_rate'?)")),
     ("improve", {"states_from": "$rollout"}, "improve.states_from: '$rollout' is neither `$rollouts`"),
     ("improve", {"training_args": {"optimm": "adamw_torch"}}, ("improve.training_args: training_args.optimm: not a "
                                                               "transformers.TrainingArguments field")),

@@ -205,10 +205,31 @@ def model_doc(cls: type[BaseModel]) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+def parts_of(cls: type[BaseModel]) -> list[type[BaseModel]]:
+    """The config parts `cls` is composed of (`proctor.parts`), outermost only: a part inside another is the
+    other's."""
+    from proctor.parts import is_part
+
+    found = [c for c in cls.__mro__[1:] if is_part(c)]
+    return [p for p in found if not any(p in q.__mro__[1:] for q in found)]
+
+
+def shown_fields(cls: type[BaseModel]) -> dict[str, Any]:
+    """`cls`'s fields but those of its parts (documented once, on the parts page); a part's field that `cls`
+    redeclares (another default) is its own."""
+    parts = parts_of(cls)
+
+    def declared_by(name: str) -> type:
+        return next((c for c in cls.__mro__ if name in vars(c).get("__annotations__", {})), cls)
+
+    return {name: field for name, field in cls.model_fields.items()
+            if not any(name in p.model_fields and declared_by(name) in p.__mro__ for p in parts)}
+
+
 def field_models(cls: type[BaseModel]) -> list[type[BaseModel]]:
-    """The models that appear in the types of `cls`'s fields, in field order."""
+    """The models that appear in the types of `cls`'s shown fields (`shown_fields`), in field order."""
     found: list[type[BaseModel]] = []
-    for field in cls.model_fields.values():
+    for field in shown_fields(cls).values():
         type_name(field.annotation, found)
     return found
 
@@ -245,13 +266,21 @@ def models_markdown(title: str, intro: str, roots: Iterable[tuple[str, type[Base
     return "\n".join(out)
 
 
+def part_link(part: type[BaseModel]) -> str:
+    return f"[{part.__name__}](parts.md#{anchor(part.__name__)})"
+
+
 def model_table(cls: type[BaseModel]) -> list[str]:
     doc = model_doc(cls)
     out = [doc, ""] if doc else []
-    if not cls.model_fields:
+    parts = parts_of(cls)
+    if parts:
+        out += [f"With the fields of {', '.join(part_link(p) for p in parts)}, and:", ""]
+    fields = shown_fields(cls)
+    if not fields:
         return [*out, "No fields.", ""]
     out += ["| field | type | default | description |", "|---|---|---|---|"]
-    for name, field in cls.model_fields.items():
+    for name, field in fields.items():
         found: list[type[BaseModel]] = []
         tp = type_name(field.annotation, found)
         shown = code(tp)
@@ -321,6 +350,24 @@ def credit_roots() -> list[Root]:
             for name, m in methods().items()]
 
 
+def parts_roots() -> list[Root]:
+    """Every part of the configs the other pages document, with the configs (and parts) composed of it."""
+    documented = config_models(CONFIG_ROOTS)
+    parts: list[type[BaseModel]] = []
+    pending = [p for cls in documented for p in parts_of(cls)]
+    while pending:
+        part = pending.pop(0)
+        if part not in parts:
+            parts.append(part)
+            pending += parts_of(part)
+    roots = []
+    for part in parts:
+        users = list(dict.fromkeys(c for c in [*documented, *parts] if part in parts_of(c)))
+        users = [c for c in users if not any(u in c.__mro__[1:] for u in users)]  # not a user's subclass too
+        roots.append((part.__name__, part, "used by " + ", ".join(f"`{c.__name__}`" for c in users)))
+    return roots
+
+
 def pipeline_page() -> str:
     return models_markdown(
         "Pipeline and quickstart configs",
@@ -366,6 +413,15 @@ def search_page() -> str:
         "evaluation entries.", search_roots())
 
 
+def parts_page() -> str:
+    return models_markdown(
+        "Config parts",
+        "The groups of fields that several configs share, each declared once (`proctor.parts`): a config composed "
+        "of a part takes its fields as its own, flat in the YAML (`env: household` at the top of a rollout, an "
+        "evaluation or a trainer config), and may give one of them another default (it is then listed in the "
+        "config's own table).", parts_roots())
+
+
 def credit_page() -> str:
     return models_markdown(
         "Credit (targets) configs",
@@ -373,14 +429,15 @@ def credit_page() -> str:
         "(`proctor.credit.registry`).", credit_roots())
 
 
-#: every config reference page's roots
+#: every config reference page's roots but the parts page's (its roots are the parts of these)
 CONFIG_ROOTS: tuple[Callable[[], list[Root]], ...] = (pipeline_roots, prm_roots, rollout_roots, trainer_roots,
                                                       agent_roots, search_roots, credit_roots)
 
 
-def config_models() -> list[type[BaseModel]]:
-    """Every config model the reference documents: each page's roots and the models nested in them, once."""
-    roots = [cls for make in CONFIG_ROOTS for _, cls, _ in make()]
+def config_models(pages: Iterable[Callable[[], list[Root]]] = (*CONFIG_ROOTS, parts_roots)) -> list[type[BaseModel]]:
+    """Every config model the reference documents (on `pages`: all of them): each page's roots and the models
+    nested in them, once."""
+    roots = [cls for make in pages for _, cls, _ in make()]
     return list(dict.fromkeys(roots)) + [c for c in nested_models(roots) if c not in roots]
 
 
@@ -394,6 +451,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/config/agents.md": agents_page,
     "reference/config/search.md": search_page,
     "reference/config/credit.md": credit_page,
+    "reference/config/parts.md": parts_page,
 }
 
 

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from proctor.agents.registry import AgentConfig, AgentSpec, Device, Dtype, agent_class
+from proctor.envs.ref import EnvRef, TaskChoice
 from proctor.prm.ref import PRMBatch, PRMServer, check_prm_folder
 from proctor.search import agents as _search_agents  # noqa: F401  (registers the agent kind best-of-n)
 from proctor.search.registry import SearchConfig, SearchSpec, search_methods
@@ -30,16 +31,11 @@ def with_placement(data: Any, device: str, dtype: str | None) -> Any:
     return out
 
 
-class EvalConfig(BaseModel):
-    """Roll out `agent` (or run the search method `search`: beam, DVTS, trajectory best-of-N, ...) on `split`
-    (K samples per task) into `out` and summarise it; with `ns`, once per N (substituted into the field `n` of
-    the agent or search config), one subfolder each."""
+class EvalConfig(TaskChoice, EnvRef):
+    """Roll out `agent` (or run the search method `search`: beam, DVTS, trajectory best-of-N, ...) on the env's
+    tasks (`EnvRef`, `TaskChoice`; K samples per task) into `out` and summarise it; with `ns`, once per N
+    (substituted into the field `n` of the agent or search config), one subfolder each."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    env: str = Field(description="registered env name (`proctor envs`)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments")
-    env_module: str | None = Field(default=None, description="module imported first (registers your own envs)")
     agent: AgentConfig | None = Field(default=None, description="agent config: {kind: ..., ...}; any registered "
                                       "kind, per-step best-of-N included")
     search: SearchConfig | None = Field(default=None, description="or a search method's config: {method: beam, ...}"
@@ -48,9 +44,6 @@ class EvalConfig(BaseModel):
                       "(re-run to resume)")
     name: str | None = Field(default=None, description="the evaluation's name, its label in tables and the "
                              "report (default: the name of the `out` folder)")
-    split: str = Field(default="test", description="the env's task split the tasks come from (e.g. train, test; `proctor envs` "
-                       "lists an env's splits)")
-    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="episodes per task")
     batch: int = Field(default=8, ge=1, description="envs stepped together (searches run together with `search`)")
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -52,6 +53,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from proctor.credit.stage import TargetsConfig
+from proctor.envs.ref import EnvRef, TaskChoice
 from proctor.pipeline.launch import DevicePlan, LaunchSection
 from proctor.pipeline.monitor import MonitorSection
 from proctor.pipeline.prm_server import PRMServingSection
@@ -64,7 +66,6 @@ from proctor.rl.bon_distill import BonDistillConfig
 from proctor.rl.online_dpo import OnlineDPOConfig
 from proctor.rl.served_policy import GenerationBackend
 from proctor.rl.sft import SFTConfig
-from proctor.rollout.config import check_tasks
 
 
 class _Section(BaseModel):
@@ -98,26 +99,18 @@ def read_panel(path: Path) -> list[str]:
     return ids
 
 
-class TaskSection(_Section):
-    """Which tasks and how many episodes per task: the split's tasks in the env's order, or a fixed panel of task
-    ids (`tasks` as a list, or a `panel` file), which the stages' configs in `manifest.json` record id by id."""
+class TaskSection(TaskChoice, _Section):
+    """Which tasks (`TaskChoice`: the train split by default) and how many episodes per task: the split's tasks in
+    the env's order, or a fixed panel of task ids (`tasks` as a list, or a `panel` file), which the stages' configs
+    in `manifest.json` record id by id."""
 
-    split: str = Field(description="the env's task split the tasks come from (`proctor envs` lists an env's "
-                       "splits)")
-    tasks: int | list[str] | None = Field(
-        default=None, description="the first N tasks of the split (of the panel, with `panel`), a list of task ids, "
-        "or None: all of them")
+    split: str = TaskChoice.field_with("split", default="train")
     panel: Path | None = Field(default=None, description="a file of task ids, one a line (`#` comments), read when "
                                "the config is validated (relative to the working directory): the tasks instead of "
-                               "the split's own order")
+                               "the split's own order (`tasks: N`: its first N)")
     samples: int = Field(default=1, ge=1, description="episodes per task (K), each with its own episode seed")
     batch: int = Field(default=16, ge=1, description="envs stepped together (B)")
     _panel_ids: list[str] | None = PrivateAttr(default=None)
-
-    @field_validator("tasks")
-    @classmethod
-    def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
-        return check_tasks(v)
 
     @model_validator(mode="after")
     def _panel(self) -> TaskSection:
@@ -136,9 +129,8 @@ class TaskSection(_Section):
 
 
 class DemoSection(TaskSection):
-    """Expert demonstrations for SFT."""
+    """Expert demonstrations for SFT (from the train split by default)."""
 
-    split: str = Field(default="train", description="the env's task split the demonstrations come from")
     agent: dict[str, Any] = Field(default_factory=lambda: {"kind": "expert", "expert": "oracle"},
                                   description="the demonstrating agent's config (an expert: its successful "
                                   "episodes are SFT's data)")
@@ -177,9 +169,10 @@ class EvalEntry(_Section):
 
 
 class EvalSection(TaskSection):
-    """The evaluations of each iteration: which tasks, and one entry per policy or search method."""
+    """The evaluations of each iteration: which tasks (the test split by default), and one entry per policy or
+    search method."""
 
-    split: str = Field(default="test", description="the env's task split the evaluations run on")
+    split: str = TaskChoice.field_with("split")
     entries: list[EvalEntry] = Field(min_length=1, description="the evaluated rows, each on the same tasks and "
                                      "episode seeds (paired comparisons)")
 
@@ -504,7 +497,7 @@ OnlineDPOSection = section_model(
     "OnlineDPOSection", OnlineDPOConfig, "online DPO",
     "Online DPO of π_k against Q_k (`proctor.rl.online_dpo`; the default improvement).", base=_PanelTasks,
     loop={"policy": "$policy", "prm": "$prm", "output_dir": "$out"},
-    forced={"env": lambda cfg: cfg.env, "env_kwargs": lambda cfg: cfg.env_kwargs},
+    forced={name: attrgetter(name) for name in EnvRef.model_fields},
     inherit={"seed": SEED, "agent": ("`policy_agent`", lambda cfg: cfg.policy_agent),
              "workers": ("the pipeline's `workers`", lambda cfg: cfg.workers)},
     refs={"states_from": ROLLOUTS_REF},
@@ -572,15 +565,13 @@ TRAINER_SECTIONS: dict[str, tuple[str | None, dict[str, type[_Part]]]] = {
 EXECUTION_SECTIONS = ("launch", "devices", "prm_serving")
 
 
-class PipelineConfig(_Section):
-    """The whole loop (see module docstring). Sections not given take the defaults shown."""
+class PipelineConfig(EnvRef, _Section):
+    """The whole loop (see module docstring): its env (`EnvRef`, the same for every stage) and its sections.
+    Sections not given take the defaults shown."""
 
     out: Path = Field(description="the run folder: every stage's output, manifest.json, summary.json and "
                       "report.html (re-run to resume)")
     seed: int = Field(default=0, description="the run's seed: every stage's seed derives from it")
-    env: str = Field(description="registered env name (`proctor envs`)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="env constructor arguments, the same for "
-                                       "every stage")
     workers: int = Field(default=0, ge=0, description="env worker processes of every stage that steps envs "
                          "(demonstrations, rollouts, candidates, evaluations, the monitor, online DPO's rollouts; "
                          "0: in the stage's own process)")
@@ -628,19 +619,6 @@ class PipelineConfig(_Section):
     prm_serving: PRMServingSection = Field(default_factory=PRMServingSection, description="where the evaluations "
                                            "score with Q_k: loaded by each (local), or served by the loop's own "
                                            "`proctor prm serve` process (server; proctor.pipeline.prm_server)")
-
-    @model_validator(mode="after")
-    def _env_builds(self) -> PipelineConfig:
-        """The env exists, its extra is installed and it takes `env_kwargs` (nothing is built: one line each)."""
-        from proctor.envs.registry import check_spec
-
-        try:
-            check_spec(self.env, self.env_kwargs)
-        except KeyError as e:
-            raise ValueError(f"env: {e.args[0] if e.args else e}") from None
-        except ImportError as e:
-            raise ValueError(f"env: {e}") from None
-        return self
 
     @model_validator(mode="after")
     def _served_prm_is_a_head(self) -> PipelineConfig:

@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from proctor.envs.ref import EnvRef
+
 
 class MonitorSection(BaseModel):
     """Where and how much to re-label (see module docstring)."""
@@ -37,10 +39,10 @@ class MonitorSection(BaseModel):
     score_key: str = Field(default="prm", description="the Step.scores key of the PRM's scores in the evaluation")
 
 
-def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, Any], agent: dict[str, Any],
+def relabel(scored_store: Path, out: Path, *, env: EnvRef, agent: dict[str, Any],
             cfg: MonitorSection, seed: int, workers: int = 0, step_timeout: float | None = 60.0) -> dict[str, Any]:
     """Re-label `cfg.states` (state, action) pairs of the scored episodes in `scored_store` by the policy's
-    completions (written to `out`, envs in `workers` processes); returns the monitor's record for this
+    completions on `env` (written to `out`, envs in `workers` processes); returns the monitor's record for this
     iteration."""
     from proctor.credit.candidates import candidate_q
     from proctor.credit.montecarlo import MCConfig
@@ -48,7 +50,7 @@ def relabel(scored_store: Path, out: Path, *, env: str, env_kwargs: dict[str, An
     from proctor.store import TrajectoryStore
 
     episodes = TrajectoryStore.open(scored_store).load()
-    rcfg = RolloutConfig(env=env, env_kwargs=env_kwargs, agent=agent, out=out, tasks=cfg.states, batch=cfg.batch,
+    rcfg = RolloutConfig(**env.env_ref(), agent=agent, out=out, tasks=cfg.states, batch=cfg.batch,
                          seed=seed, workers=workers, step_timeout=step_timeout,
                          start={"source": scored_store, "prefix_lengths": "states", "per_source": 1,
                                 "completions": cfg.completions,

@@ -145,11 +145,9 @@ class Pipeline:
         if not isinstance(tasks, list):
             return tasks
         if section.split not in self._split_ids:
-            from proctor.envs.registry import EnvSpec
             from proctor.rollout.run import select_tasks
 
-            self._split_ids[section.split] = set(select_tasks(EnvSpec(self.cfg.env, self.cfg.env_kwargs),
-                                                              section.split, None))
+            self._split_ids[section.split] = set(select_tasks(self.cfg.env_spec(), section.split, None))
         missing = [t for t in tasks if t not in self._split_ids[section.split]]
         if missing:
             where = f"panel {str(section.panel)!r}" if section.panel is not None else "tasks"
@@ -220,7 +218,7 @@ class Pipeline:
         from proctor.rollout import RolloutConfig, run_rollout
 
         def config() -> RolloutConfig:
-            return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=out,
+            return RolloutConfig(**self.cfg.env_ref(), agent=agent, out=out,
                                  split=section.split, tasks=self.resolve_tasks(section), samples=section.samples,
                                  batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
                                  step_timeout=self.cfg.step_timeout,
@@ -258,7 +256,7 @@ class Pipeline:
         comps = self.out / f"iter-{k}" / "candidates"
 
         def config() -> RolloutConfig:
-            return RolloutConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent, out=comps,
+            return RolloutConfig(**self.cfg.env_ref(), agent=agent, out=comps,
                                  batch=section.batch, seed=self.cfg.seed, workers=self.cfg.workers,
                                  step_timeout=self.cfg.step_timeout, retry_failed=self.served is not None,
                                  start={"source": rollouts, "prefix_lengths": "states",
@@ -343,7 +341,7 @@ class Pipeline:
             server = self.served_prm.ref() if self.served_prm is not None and prm is not None else None
             if server is not None:
                 method = with_prm_server(method, str(prm), server)
-            return EvalConfig(env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, out=out, name=entry.name, **method,
+            return EvalConfig(**self.cfg.env_ref(), out=out, name=entry.name, **method,
                               split=section.split, tasks=tasks, samples=section.samples, batch=section.batch,
                               seed=self.cfg.seed, workers=self.cfg.workers, step_timeout=self.cfg.step_timeout,
                               prm=scored_by, prm_server=server if scored_by is not None else None,
@@ -367,7 +365,7 @@ class Pipeline:
         return Stage(f"iter-{k}/monitor", k, f"MC re-labels of {cfg.states} actions of {watched.name!r}, "
                      f"{cfg.completions} completions each", f"π{k} completes; Q{k} scored", out, lambda: cfg,
                      [scored, policy, prm], [out / "manifest.json"],
-                     lambda c: relabel(scored, out, env=self.cfg.env, env_kwargs=self.cfg.env_kwargs, agent=agent,
+                     lambda c: relabel(scored, out, env=self.cfg, agent=agent,
                                        cfg=c, seed=self.cfg.seed, workers=self.cfg.workers,
                                        step_timeout=self.cfg.step_timeout), lambda r: r, serves=policy,
                      name="monitor")

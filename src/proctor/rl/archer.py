@@ -55,7 +55,14 @@ from proctor.rl.online_config import OnlineConfig, start_run
 from proctor.rl.policy_losses import LossAggregation
 from proctor.rl.replay import ReplayBuffer, ReplayTransition, transitions
 from proctor.rl.served_policy import generation_server
-from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs
+from proctor.rl.step_rows import (
+    ClippedPolicyGradient,
+    KLEstimator,
+    KLReference,
+    PolicyGradientLoss,
+    StepRow,
+    fill_logprobs,
+)
 from proctor.rl.td import archer_advantage, polyak_update
 from proctor.training.distributed import is_main_process
 from proctor.training.engine import fit, shuffled, shuffled_batches
@@ -67,7 +74,8 @@ Critic = UtteranceCritic | LikelihoodCritic
 
 
 class ArCHerConfig(OnlineConfig):
-    """ArCHer (see module docstring); one YAML for `proctor train archer`."""
+    """ArCHer (see module docstring); one YAML for `proctor train archer`. Its actor's `minibatch_size`,
+    `aggregation` (ArCHer's −A·Σ_h log π per step by default) and KL fields are `ClippedPolicyGradient`'s."""
 
     # critic
     critic: str | None = Field(default=None, description="critic backbone (None: the policy's); same tokenizer")
@@ -90,16 +98,15 @@ class ArCHerConfig(OnlineConfig):
     # actor
     train_actor: bool = Field(default=True, description="False: the LM stays frozen (CHAI)")
     actor_epochs: int = Field(default=1, ge=1, description="passes over each iteration's steps")
-    minibatch_size: int = Field(default=16, ge=1, description="steps per actor step (the global batch)")
-    aggregation: LossAggregation = Field(default="seq-mean-token-sum", description="ArCHer: −A·Σ_h log π per step")
+    minibatch_size: int = ClippedPolicyGradient.field_with("minibatch_size")
+    aggregation: LossAggregation = ClippedPolicyGradient.field_with("aggregation", default="seq-mean-token-sum")
     whiten_advantages: bool = Field(default=False, description="A ← (A − mean)/std over the iteration's steps "
                                     "(PPO's normalisation; ArCHer: off)")
     baseline: Literal["value", "expected"] = Field(
         default="value", description="value: the critic's min(V₁, V₂)(s) (ArCHer); expected: Σ_a π(a|s)·min Q(s, a) "
         "over the admissible actions (needs critic_kind: likelihood and the choice agent)")
-    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π₀) per token to the starting policy")
-    kl_estimator: Literal["k1", "k2", "k3", "abs"] = Field(default="k3", description="the per-token KL estimator "
-                                                            "(`proctor.rl.policy_losses.KL_PENALTIES`)")
+    kl_coef: float = ClippedPolicyGradient.field_with("kl_coef")
+    kl_estimator: KLEstimator = ClippedPolicyGradient.field_with("kl_estimator")
     actor_loss: Literal["pg", "ppo-clip"] = Field(
         default="pg", description="pg: −A·log π (ArCHer); ppo-clip: PPO's clipped ratio to the sampling policy")
     clip: float = Field(default=0.2, gt=0, description="ppo-clip: ε, the ratio is clipped to [1 − ε, 1 + ε]")

@@ -44,21 +44,18 @@ from proctor.rl.groups import group_batch
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
-from proctor.rl.policy_losses import LossAggregation
 from proctor.rl.served_policy import generation_server
-from proctor.rl.step_rows import KLReference, PolicyGradientLoss, StepRow, fill_logprobs, step_row
+from proctor.rl.step_rows import ClippedPolicyGradient, KLReference, StepRow, fill_logprobs, step_row
 from proctor.training.engine import FitResult, RowLoss, fit, shuffled, shuffled_batches
 from proctor.training.policy import save_trained
 from proctor.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
-KLEstimator = Literal["k1", "k2", "k3", "abs"]
-
-
-class GRPOConfig(OnlineConfig):
+class GRPOConfig(OnlineConfig, ClippedPolicyGradient):
     """GRPO / GiGPO over multi-turn trajectories (see module docstring); one YAML for `proctor train grpo`. The
-    policy, env, rollout and optimiser fields are `OnlineConfig`'s."""
+    policy, env, rollout and optimiser fields are `OnlineConfig`'s, the clipped surrogate's
+    `ClippedPolicyGradient`'s."""
 
     rollouts_per_task: int = Field(default=4, ge=2, validation_alias=AliasChoices("rollouts_per_task", "group_size"),
                                    description="rollouts per task per iteration: the group (also `group_size`)")
@@ -73,18 +70,6 @@ class GRPOConfig(OnlineConfig):
                                                    "return to go: R on the last step, or the env's step rewards")
     similarity: float | None = Field(default=None, gt=0, le=1, description="GiGPO: anchor similarity threshold "
                                      "(None: exact observations)")
-    # optimisation
-    ppo_epochs: int = Field(default=1, ge=1, description="passes over each iteration's samples")
-    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step (the global batch, split "
-                                "between the processes and the gradient accumulation steps)")
-    clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
-    clip_high: float | None = Field(default=None, gt=0, description="ε_high: clipped above at 1 + ε_high (None: "
-                                    "clip_low, symmetric)")
-    aggregation: LossAggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
-                                     "seq-mean-token-sum (`proctor.rl.policy_losses`)")
-    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
-                           "reference)")
-    kl_estimator: KLEstimator = Field(default="k3", description="per-token KL estimator: k1 | k2 | k3 | abs")
 
 
 @dataclass
@@ -97,8 +82,7 @@ def train_grpo(cfg: GRPOConfig) -> GRPOResult:
     """Run `cfg.iterations` iterations of GRPO / GiGPO (see module docstring); returns the last iterate."""
     policy, tokenizer, device = start_run(cfg)
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
-    loss = PolicyGradientLoss(tokenizer.pad_token_id, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high,
-                              cfg.kl_coef, cfg.kl_estimator)
+    loss = cfg.policy_loss(tokenizer.pad_token_id)
     current, history = cfg.policy, []
     with generation_server(cfg, policy) as served:
         for k in range(1, cfg.iterations + 1):

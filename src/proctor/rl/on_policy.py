@@ -122,7 +122,7 @@ def sample_rollouts(cfg: Any, k: int, policy: torch.nn.Module, tokenizer: Any, c
 def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, samples: int
                    ) -> tuple[list[Any], dict[str, Any]]:
     """Iteration k's rollouts of the current policy (`samples` per task) with the env/task fields of a trainer
-    config (`env`, `env_kwargs`, `env_module`, `split`, `tasks`, `batch`, `workers`, `seed`, `progress`, `agent`);
+    config (`TaskSelection`'s, and `seed`, `progress`, `agent`);
     returns the usable trajectories (errors and empty episodes dropped, with a warning) and the summary."""
     import logging
 
@@ -130,9 +130,8 @@ def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, sam
     from proctor.rollout.run import run_rollout
 
     tasks = iteration_tasks(cfg, k) if cfg.fresh_tasks else cfg.tasks
-    rcfg = RolloutConfig(env=cfg.env, env_kwargs=cfg.env_kwargs, env_module=cfg.env_module,
-                         agent=cfg.agent.model_copy(update={"model": current}), out=out, split=cfg.split,
-                         tasks=tasks, samples=samples, batch=cfg.batch, seed=cfg.seed + k,
+    rcfg = RolloutConfig(**cfg.env_ref(), agent=cfg.agent.model_copy(update={"model": current}), out=out,
+                         split=cfg.split, tasks=tasks, samples=samples, batch=cfg.batch, seed=cfg.seed + k,
                          workers=cfg.workers, progress=cfg.progress)
     result = run_rollout(rcfg, agent=sampler)
     trajs = result.store.load()
@@ -148,10 +147,7 @@ def rollout_policy(cfg: Any, k: int, sampler: Agent, current: str, out: Any, sam
 def iteration_tasks(cfg: Any, k: int) -> list[str]:
     """With `fresh_tasks`: the task ids of iteration k (1-based), tasks (k−1)·N … k·N−1 of the split, wrapping
     round it (N = `cfg.tasks`, which must be a count)."""
-    from proctor.envs.registry import EnvSpec, import_env_module
     from proctor.rollout.run import select_tasks
 
-    if cfg.env_module:
-        import_env_module(cfg.env_module)
-    ids = select_tasks(EnvSpec(cfg.env, cfg.env_kwargs), cfg.split, None)
+    ids = select_tasks(cfg.env_spec(), cfg.split, None)
     return [ids[i % len(ids)] for i in range((k - 1) * cfg.tasks, k * cfg.tasks)]

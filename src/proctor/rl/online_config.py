@@ -1,6 +1,7 @@
 """The fields every online trainer shares (online DPO, `grpo`, `ppo`, and the ArCHer family: `archer`, `chai`,
 `fbc`): the policy, the env tasks its rollouts run on (`TaskSelection`), its agent (`OnPolicyConfig`), and the
-optimisation of the policy (`OptimizationConfig`). A trainer's config adds only its own fields."""
+optimisation of the policy (`OptimizationConfig`): a config part (`proctor.parts`). A trainer's config adds only its
+own fields."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import torch
 from pydantic import Field
 
 from proctor.agents.registry import AgentConfig
+from proctor.parts import Part
 from proctor.rl.on_policy import OnPolicyConfig
 from proctor.training.config import OptimizationConfig, TaskSelection
 
 
-class OnlineConfig(OnPolicyConfig, TaskSelection, OptimizationConfig):
+class OnlineConfig(OnPolicyConfig, TaskSelection, OptimizationConfig, Part):
     """Policy, env, rollouts and optimiser fields (see module docstring)."""
 
     policy: str = Field(description="the starting policy: a model folder or hub name")

@@ -45,7 +45,7 @@ from proctor.prm.protocol import StepScorer
 from proctor.prm.ref import PRMRef, PRMServer
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.advantages import gae, whiten
-from proctor.rl.grpo import KLEstimator, summarize_steps, train_rows
+from proctor.rl.grpo import summarize_steps, train_rows
 from proctor.rl.iteration_log import record_iteration, stage_seconds, write_summary
 from proctor.rl.on_policy import sample_rollouts
 from proctor.rl.online_config import OnlineConfig, start_run
@@ -53,8 +53,8 @@ from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import LossAggregation, aggregate_loss_sum, value_loss_tokens
 from proctor.rl.served_policy import generation_server
 from proctor.rl.step_rows import (
+    ClippedPolicyGradient,
     KLReference,
-    PolicyGradientLoss,
     StepRow,
     aggregation_weight,
     fill_logprobs,
@@ -67,9 +67,10 @@ from proctor.training.precision import autocast, weights_dtype
 from proctor.trajectory import Trajectory
 
 
-class PPOConfig(OnlineConfig):
+class PPOConfig(OnlineConfig, ClippedPolicyGradient):
     """Step-reward PPO (see module docstring); one YAML for `proctor train ppo`. The policy, env, rollout and
-    optimiser fields are `OnlineConfig`'s (`learning_rate` is the policy's)."""
+    optimiser fields are `OnlineConfig`'s (`learning_rate` is the policy's), the clipped surrogate's
+    `ClippedPolicyGradient`'s (two epochs by default; `aggregation` averages the value loss too)."""
 
     rollouts_per_task: int = Field(default=4, ge=1, description="episodes per task per iteration")
     # rewards
@@ -88,17 +89,8 @@ class PPOConfig(OnlineConfig):
     gamma: float = Field(default=0.99, ge=0, le=1, description="GAE's discount γ")
     lam: float = Field(default=0.95, ge=0, le=1, description="GAE's λ")
     whiten_advantages: bool = Field(default=True, description="whiten the advantages over the iteration's tokens")
-    ppo_epochs: int = Field(default=2, ge=1, description="passes over each iteration's rows")
-    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step (the global batch, split "
-                                "between the processes and the gradient accumulation steps)")
-    clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
-    clip_high: float | None = Field(default=None, gt=0, description="ε_high (None: clip_low, symmetric)")
+    ppo_epochs: int = ClippedPolicyGradient.field_with("ppo_epochs", default=2)
     value_clip: float | None = Field(default=0.2, gt=0, description="ε of the clipped value loss (None: unclipped)")
-    aggregation: LossAggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
-                                     "seq-mean-token-sum, for both losses")
-    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) to the starting policy (0: no "
-                           "reference)")
-    kl_estimator: KLEstimator = Field(default="k3", description="per-token KL estimator: k1 | k2 | k3 | abs")
 
     @model_validator(mode="after")
     def _prm_when_needed(self) -> PPOConfig:
@@ -123,8 +115,7 @@ def train_ppo(cfg: PPOConfig) -> PPOResult:
     scorer = PRMRef(prm=cfg.prm, prm_server=cfg.prm_server, device=device).open() if cfg.prm else None
     reference = KLReference(policy, cfg.policy, device) if cfg.kl_coef > 0 else None
     pad = tokenizer.pad_token_id
-    policy_loss = PolicyGradientLoss(pad, cfg.aggregation, "ppo-clip", cfg.clip_low, cfg.clip_high, cfg.kl_coef,
-                                     cfg.kl_estimator)
+    policy_loss = cfg.policy_loss(pad)
     critic_loss = ValueLoss(pad, cfg.value_clip, cfg.aggregation)
     # the critic's checkpointing is the PRM's own (`build`): the Trainer's needs a transformers model
     critic_opt = cfg.model_copy(update={"learning_rate": cfg.critic_learning_rate, "gradient_checkpointing": False})

@@ -7,7 +7,7 @@ occupy its last len(completion) columns.
 
 The rows train on the engine (`proctor.training.fit`, in the global batches of `shuffled_batches`), and
 `PolicyGradientLoss` is the clipped surrogate or the plain policy gradient (+ KL to `KLReference`) as its
-`RowLoss`.
+`RowLoss`; `ClippedPolicyGradient` is its config part in GRPO's and PPO's configs.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+from pydantic import Field
 
 from proctor.models.sequences import completion_logprobs
+from proctor.parts import Part
 from proctor.prompts import PromptConfig, prefix_at
 from proctor.rl.pairs import prompt_ids
 from proctor.rl.policy_losses import KL_PENALTIES, LossAggregation, aggregate_loss_sum, ppo_clip_tokens
@@ -163,3 +165,31 @@ class PolicyGradientLoss:
             total = total + self.kl_coef * aggregate_loss_sum(kl, mask, self.aggregation)
             stats["kl"] = aggregate_loss_sum(kl.detach(), mask, self.aggregation)
         return total, stats
+
+
+#: the per-token KL estimators (`proctor.rl.policy_losses.KL_PENALTIES`)
+KLEstimator = Literal["k1", "k2", "k3", "abs"]
+
+
+class ClippedPolicyGradient(Part):
+    """The clipped policy gradient of GRPO and PPO (a config part): `ppo_epochs` passes over an iteration's rows
+    in minibatches, PPO's clipped surrogate (ε_low/ε_high) plus a KL penalty to the starting policy, aggregated by
+    `aggregation` (`PolicyGradientLoss`)."""
+
+    ppo_epochs: int = Field(default=1, ge=1, description="passes over each iteration's rows (one per step)")
+    minibatch_size: int = Field(default=16, ge=1, description="steps per optimizer step (the global batch, split "
+                                "between the processes and the gradient accumulation steps)")
+    clip_low: float = Field(default=0.2, gt=0, description="ε_low: the ratio is clipped below at 1 − ε_low")
+    clip_high: float | None = Field(default=None, gt=0, description="ε_high: clipped above at 1 + ε_high (None: "
+                                    "clip_low, symmetric)")
+    aggregation: LossAggregation = Field(default="token-mean", description="token-mean | seq-mean-token-mean | "
+                                         "seq-mean-token-sum (`proctor.rl.policy_losses`)")
+    kl_coef: float = Field(default=0.0, ge=0, description="weight of KL(π‖π_ref) per token to the starting policy "
+                           "(0: no reference)")
+    kl_estimator: KLEstimator = Field(default="k3", description="per-token KL estimator: k1 | k2 | k3 | abs "
+                                      "(`proctor.rl.policy_losses.KL_PENALTIES`)")
+
+    def policy_loss(self, pad_id: int) -> PolicyGradientLoss:
+        """The clipped surrogate (+ KL) of these fields, as the engine's `RowLoss`."""
+        return PolicyGradientLoss(pad_id, self.aggregation, "ppo-clip", self.clip_low, self.clip_high, self.kl_coef,
+                                  self.kl_estimator)

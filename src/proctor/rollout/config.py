@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from proctor.agents.registry import AgentConfig, agent_config
-from proctor.envs.registry import check_spec, entry, import_env_module
+from proctor.envs.ref import EnvRef, TaskChoice
 from proctor.rollout.starts import CandidateConfig, PrefixLengths
 
 
@@ -27,23 +27,14 @@ class StartConfig(BaseModel):
         default=None, description="at each state t (prefix_lengths 'states' or t < T), try these actions first")
 
 
-class RolloutConfig(BaseModel):
-    """One rollout stage: which env and tasks, which agent, how many samples, where to, how."""
+class RolloutConfig(TaskChoice, EnvRef):
+    """One rollout stage: which env and tasks (`EnvRef`, `TaskChoice`), which agent, how many samples, where to,
+    how."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    env_module: str | None = Field(default=None, description="module imported first, a dotted name or a .py "
-                                   "file's path (it registers your own envs)")
-    env: str = Field(description="registered env name (`proctor envs`); a missing extra is an error naming it")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, validate_default=True, description="env constructor "
-                                       "arguments (checked against the env's own: a misspelt one is an error)")
     agent: AgentConfig = Field(default_factory=lambda: agent_config("random"),
                                description="agent config: {kind: ..., ...}, any kind of the agent registry "
                                "(`proctor rollout --help` lists them)")
     out: Path = Field(description="trajectory store directory (re-run to resume)")
-    split: str = Field(default="test", description="the env's task split the tasks come from (e.g. train, test; `proctor envs` "
-                       "lists an env's splits)")
-    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
     samples: int = Field(default=1, ge=1, description="rollouts per task (K)")
     batch: int = Field(default=8, ge=1, description="envs stepped together (B; the lockstep engine)")
     engine: Literal["auto", "lockstep", "async"] = Field(
@@ -64,45 +55,3 @@ class RolloutConfig(BaseModel):
     start: StartConfig | None = Field(default=None, description="complete stored prefixes instead of starting "
                                       "from the tasks' first states (`proctor rollout --from`); None: fresh episodes")
     progress: bool = Field(default=True, description="show a progress bar on stderr")
-
-    @field_validator("tasks")
-    @classmethod
-    def _tasks(cls, v: int | list[str] | None) -> int | list[str] | None:
-        return check_tasks(v)
-
-    @field_validator("env_module")
-    @classmethod
-    def _env_module(cls, v: str | None) -> str | None:
-        if v:
-            try:
-                import_env_module(v)
-            except ImportError as e:
-                raise ValueError(str(e)) from None
-        return v
-
-    @field_validator("env")
-    @classmethod
-    def _env(cls, v: str) -> str:
-        try:
-            entry(v).factory()
-        except KeyError as e:
-            raise ValueError(e.args[0]) from None
-        except ImportError as e:
-            raise ValueError(str(e)) from None
-        return v
-
-    @field_validator("env_kwargs")
-    @classmethod
-    def _env_kwargs(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "env" in info.data:
-            check_spec(info.data["env"], v)
-        return v
-
-
-def check_tasks(v: int | list[str] | None) -> int | list[str] | None:
-    """A `tasks` field: a count >= 1, a list of distinct ids, or None (all)."""
-    if isinstance(v, int) and v < 1:
-        raise ValueError(f"must be >= 1, got {v}")
-    if isinstance(v, list) and len(set(v)) != len(v):
-        raise ValueError("has duplicate task ids")
-    return v

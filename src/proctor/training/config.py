@@ -1,5 +1,6 @@
-"""The sub-configs every trainer's config is composed of (as TRL's `_BaseConfig` → `GRPOConfig`): a trainer's
-config inherits `OptimizationConfig` (and, when it rolls out, `TaskSelection`) and adds only its own fields.
+"""The parts every trainer's config is composed of (`proctor.parts`; as TRL's `_BaseConfig` → `GRPOConfig`): a
+trainer's config inherits `OptimizationConfig` (and, when it rolls out, `TaskSelection`) and adds only its own
+fields.
 
 `OptimizationConfig` holds the `transformers.TrainingArguments` fields a trainer exposes by name; any other
 `TrainingArguments` field (FSDP, DeepSpeed, `optim`, `save_steps`, ...) goes in `training_args`, checked by name
@@ -11,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from proctor.envs.ref import EnvRef, TaskChoice
+from proctor.parts import Part
 from proctor.registry import did_you_mean
 from proctor.training.precision import Precision, resolve_device
 
@@ -40,11 +43,9 @@ def training_argument_names() -> set[str]:
     return {f.name for f in dataclasses.fields(TrainingArguments)}
 
 
-class OptimizationConfig(BaseModel):
+class OptimizationConfig(Part):
     """How the trained weights are optimised: the `TrainingArguments` a trainer exposes, its precision and
     device (see `proctor.training.precision`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     learning_rate: float = Field(default=1e-6, gt=0, description="peak learning rate of AdamW")
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW's decoupled weight decay")
@@ -105,15 +106,10 @@ class OptimizationConfig(BaseModel):
         return v
 
 
-class TaskSelection(BaseModel):
-    """Which env tasks a trainer rolls out on, and how the envs are stepped."""
+class TaskSelection(TaskChoice, EnvRef, Part):
+    """Which env tasks a trainer rolls out on (`EnvRef`, `TaskChoice`: the train split by default), and how the
+    envs are stepped."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    env: str = Field(description="registered env name (`proctor envs list`)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env")
-    env_module: str | None = Field(default=None, description="module imported first (registers your envs)")
-    split: str = Field(default="train", description="the split the tasks come from")
-    tasks: int | list[str] | None = Field(default=None, description="first N tasks of the split, ids, or all")
+    split: str = TaskChoice.field_with("split", default="train")
     batch: int = Field(default=8, ge=1, description="envs stepped together, and states per agent call")
     workers: int = Field(default=0, ge=0, description="env worker processes (0: in this process)")
