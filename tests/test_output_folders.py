@@ -154,6 +154,17 @@ def test_claim_output_resumes_refuses_or_replaces_only_its_own_outputs(tmp_path)
     assert first_difference({"a": 1, "old": 2}, {"a": 1}) == "field 'old' is 2 there and null here"
 
 
+def test_a_refused_output_and_a_refused_pipeline_resume_name_a_field_alike():
+    """One comparison (`field_differences`) behind both messages: the first differing field of an output's identity,
+    every differing field of a pipeline's config, list items by index."""
+    from proctor.pipeline.manifest import config_differences
+
+    recorded, now = {"e": [{"n": 8}, {"n": 2}], "name": "ü"}, {"e": [{"n": 8}, {"n": 4}], "name": "ü", "new": 1}
+    assert first_difference(recorded, now) == "field 'e.1.n' is 2 there and 4 here"
+    assert config_differences(recorded, now) == ["e.1.n: 2 → 4", "new: (unset) → 1"]
+    assert first_difference({"name": "ü"}, {"name": "é"}) == 'field \'name\' is "ü" there and "é" here'
+
+
 def lines_stored(folder) -> int:
     """The records in a store's shards (a replaced record would still be there)."""
     return sum(shard.read_bytes().count(b"\n") for shard in (folder / "shards").iterdir())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +29,38 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def first_difference(recorded: Any, identity: Any, path: str = "") -> str | None:
-    """The first field where two identities differ, as "field 'params.gamma' is 0.9 there and 0.5 here" (fields
-    in `identity`'s order, then those only `recorded` has); None when they are equal."""
-    if isinstance(recorded, Mapping) and isinstance(identity, Mapping):
-        for key in [*identity, *(k for k in recorded if k not in identity)]:
-            found = first_difference(recorded.get(key), identity.get(key), f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
-        return None
-    if recorded == identity:
-        return None
-    return f"field '{path}' is {_short(recorded)} there and {_short(identity)} here"
+#: a field that only one of two compared values has (`field_differences`)
+UNSET = object()
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, sort_keys=True)
+def field_differences(old: Any, new: Any, path: str = "", missing: Any = UNSET) -> Iterator[tuple[str, Any, Any]]:
+    """Every field where two JSON values differ, as (dotted path, old, new), lazily: mappings field by field (in
+    `new`'s order, then the fields only `old` has; a field one side lacks is `missing` there), lists item by item
+    when their lengths agree (`entries.1.n`), anything else as a whole."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in [*new, *(k for k in old if k not in new)]:
+            yield from field_differences(old.get(key, missing), new.get(key, missing),
+                                         f"{path}.{key}" if path else str(key), missing)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            yield from field_differences(a, b, f"{path}.{i}" if path else str(i), missing)
+    elif old != new:
+        yield path, old, new
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A compared value in a message: JSON, cut at `limit` characters; `(unset)` for a field it lacks."""
+    if value is UNSET:
+        return "(unset)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def first_difference(recorded: Any, identity: Any, path: str = "") -> str | None:
+    """The first field where two identities differ (`field_differences`, a missing field read as null), as
+    "field 'params.gamma' is 0.9 there and 0.5 here"; None when they are equal."""
+    found = next(field_differences(recorded, identity, path, missing=None), None)
+    return None if found is None else f"field '{found[0]}' is {shown(found[1])} there and {shown(found[2])} here"
 
 
 def claim_output(where: Path, identity: Mapping[str, Any], *, recorded: Any,

@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from proctor.outputs import field_differences, shown
+
 T = TypeVar("T")
 
 MANIFEST = "manifest.json"
@@ -73,31 +75,11 @@ def environment_changes(recorded: dict[str, Any], now: dict[str, Any]) -> list[s
 
 #: the differing fields a config-mismatch message names (the rest are counted)
 SHOWN_DIFFERENCES = 5
-#: a field that one of two configs does not have
-_UNSET = object()
-
-
 def config_differences(old: Any, new: Any, field: str = "") -> list[str]:
-    """"field: old → new" for every field where two configs (JSON data) differ, nested fields by dotted path
-    (`sft.steps: 1200 → 800`; list items by index when the lengths agree, `evaluate.entries.1.agent.n: 8 → 4`);
-    values as JSON, cut at 60 characters; a field only one config has is `(unset)` in the other."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = [*new, *(k for k in old if k not in new)]
-        return [d for k in keys for d in config_differences(old.get(k, _UNSET), new.get(k, _UNSET),
-                                                            f"{field}.{k}" if field else str(k))]
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
-                for d in config_differences(a, b, f"{field}.{i}" if field else str(i))]
-    if old == new:
-        return []
-    return [f"{field or '<config>'}: {_shown(old)} → {_shown(new)}"]
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    if value is _UNSET:
-        return "(unset)"
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """"field: old → new" for every field where two configs (JSON data) differ (`proctor.outputs.field_differences`:
+    `sft.steps: 1200 → 800`, `evaluate.entries.1.agent.n: 8 → 4`); values as JSON, cut at 60 characters; a field
+    only one config has is `(unset)` in the other."""
+    return [f"{path or '<config>'}: {shown(a)} → {shown(b)}" for path, a, b in field_differences(old, new, field)]
 
 
 def config_mismatch(path: Path, recorded: Any, config: dict[str, Any],
