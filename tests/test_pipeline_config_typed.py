@@ -143,3 +143,59 @@ def test_every_section_field_has_a_description():
         assert missing == [], model.__name__
     for name in TRAINER_SECTIONS:
         assert PipelineConfig.model_fields[name].description
+
+
+def entries(tmp_path, i: int, **fields) -> dict:
+    """The toy config's `evaluate` section with entry i's fields replaced."""
+    evaluate = toy_config(tmp_path)["evaluate"]
+    return {**evaluate, "entries": [{**e, **fields} if j == i else e for j, e in enumerate(evaluate["entries"])]}
+
+
+POLICY = {"kind": "choice", "model": "$policy"}
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("policy_agent", {"kind": "choice", "temperture": 1.0}, ("policy_agent.temperture: not a field of agent kind "
+                                                            "'choice' (did you mean 'temperature'?); fields: ")),
+    ("policy_agent", {"kind": "choice", "temperature": "hot"}, "policy_agent.temperature: Input should be a valid "),
+    ("policy_agent", {"kind": "expert"}, "policy_agent.kind: agent kind 'expert' does not sample from a model"),
+    ("policy_agent", {"kind": "choise"}, "policy_agent.kind: unknown agent kind 'choise' (did you mean 'choice'?)"),
+    ("demos", {"agent": {"kind": "expert", "expert": "orcle"}}, "demos.agent.expert: unknown expert 'orcle'"),
+    ("demos", {"agent": {"kind": "hf", "model": "$policy"}}, ("demos.agent.model: '$policy' is not a placeholder the "
+                                                              "loop fills in here (here: none)")),
+    ("prm_candidates", {"candidates": {"randm": 2}}, ("prm_candidates.candidates.randm: not a field of "
+                                                     "CandidateConfig (did you mean 'random'?)")),
+    ("prm_candidates", {"agent": {**POLICY, "n": 2}}, "prm_candidates.agent.n: not a field of agent kind 'choice'"),
+    ("prm_candidates", {"agent": {**POLICY, "model": "$prm"}}, ("prm_candidates.agent.model: '$prm' is not a "
+                                                                 "placeholder the loop fills in here (here: `$policy`")),
+    ("evaluate", (1, {"agent": {"kind": "best-of-n", "n": "x", "prm": "$prm", "agent": POLICY}}),
+     "evaluate.entries[1].agent.n: Input should be a valid integer"),
+    ("evaluate", (1, {"agent": {"kind": "best-of-n", "prm": "$prn", "agent": POLICY}}),
+     "evaluate.entries[1].agent.prm: '$prn' is not a placeholder the loop fills in here"),
+    ("evaluate", (1, {"agent": {"kind": "best-of-n", "prm": "nowhere", "agent": POLICY}}),
+     "evaluate.entries[1].agent.prm: nowhere: no PRM folder there"),
+    ("evaluate", (0, {"agent": {"kind": "mixture", "components": [{"agent": {"kind": "random", "sed": 1},
+                                                                    "weight": 1}]}}),
+     "evaluate.entries[0].agent.components[0].agent.sed: not a field of agent kind 'random' (did you mean 'seed'?)"),
+    ("evaluate", (2, {"search": {"method": "beem"}}), "evaluate.entries[2].search.method: unknown search method 'beem'"),
+    ("evaluate", (2, {"search": {"method": "beam", "agent": {"kind": "hff"}, "prm": "$prm"}}),
+     "evaluate.entries[2].search.agent: unknown agent kind 'hff' (did you mean 'hf'?)"),
+])
+def test_a_bad_agent_field_is_one_line_naming_its_path(tmp_path, field, value, message):
+    if field == "evaluate":
+        value = entries(tmp_path, value[0], **value[1])
+    line = one_line(tmp_path, **{field: value})
+    assert line.startswith(message), line
+
+
+def test_agents_are_checked_as_written_and_recorded_as_written(tmp_path):
+    """Placeholders where the loop fills in a folder validate; the sections' agent and search configs are dumped
+    (the run's identity) as given, with no defaults added."""
+    raw = toy_config(tmp_path)
+    cfg = config(tmp_path, prm_candidates={"agent": POLICY, "candidates": {"random": 2}})
+    dumped = cfg.identity()
+    assert dumped["policy_agent"] == raw["policy_agent"] and dumped["demos"]["agent"] == raw["demos"]["agent"]
+    assert [e.get("agent") or e.get("search") for e in dumped["evaluate"]["entries"]] == [
+        e.get("agent") or e.get("search") for e in raw["evaluate"]["entries"]]
+    assert dumped["prm_candidates"]["agent"] == POLICY and dumped["prm_candidates"]["candidates"] == {"random": 2}
+    assert PipelineConfig.recorded_identity(dumped) == dumped  # a resume reads its recorded config the same

@@ -7,7 +7,10 @@
     evaluate the last policy
 
 Agent configs in `evaluate` may use the placeholders `$policy` (the iteration's policy folder) and `$prm`
-(the iteration's PRM folder); `policy_agent` is how the policy acts (`$policy` is filled in).
+(the iteration's PRM folder); `policy_agent` is how the policy acts (`$policy` is filled in). The agent and search
+configs (`policy_agent`, `demos.agent`, `prm_candidates`, the evaluation entries) are kept as written and checked
+against their registries at validation (`proctor.pipeline.agent_fields`): a bad one is one line naming its path
+(`evaluate.entries[1].agent.n: ...`).
 
 `workers` (and `step_timeout`) host the envs of every stage that steps them in worker processes: the
 demonstrations, rollouts, candidate completions, evaluations (search included), the monitor, and online DPO's
@@ -52,8 +55,10 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from proctor.agents.registry import agent_class
 from proctor.credit.stage import TargetsConfig
 from proctor.envs.ref import EnvRef, TaskChoice
+from proctor.pipeline.agent_fields import EVAL_FILLS, POLICY_FILLS, check_agent, check_fields, check_search
 from proctor.pipeline.launch import DevicePlan, LaunchSection
 from proctor.pipeline.monitor import MonitorSection
 from proctor.pipeline.prm_server import PRMServingSection
@@ -63,9 +68,11 @@ from proctor.prm.config import PRMTrainConfig, upgrade_old_fields
 from proctor.prm.likelihood import LikelihoodPRMConfig
 from proctor.registry import did_you_mean
 from proctor.rl.bon_distill import BonDistillConfig
+from proctor.rl.on_policy import NOT_A_MODEL
 from proctor.rl.online_dpo import OnlineDPOConfig
 from proctor.rl.served_policy import GenerationBackend
 from proctor.rl.sft import SFTConfig
+from proctor.rollout.starts import CandidateConfig
 
 
 class _Section(BaseModel):
@@ -135,6 +142,10 @@ class DemoSection(TaskSection):
                                   description="the demonstrating agent's config (an expert: its successful "
                                   "episodes are SFT's data)")
 
+    def check_agents(self, where: str) -> None:
+        """The agent against the agent registry (`proctor.pipeline.agent_fields`; no placeholder here)."""
+        check_agent(self.agent, f"{where}.agent", {})
+
 
 class EvalEntry(_Section):
     """One policy to evaluate: an agent config (placeholders `$policy`, `$prm`) or a search config
@@ -159,6 +170,14 @@ class EvalEntry(_Section):
         if self.panel is not None:
             read_panel(self.panel)
         return self
+
+    def check_agents(self, where: str) -> None:
+        """The agent or search config against its registry (`proctor.pipeline.agent_fields`), with `$policy` and
+        `$prm` for the loop's folders."""
+        if self.agent is not None:
+            check_agent(self.agent, f"{where}.agent", EVAL_FILLS)
+        else:
+            check_search(self.search, f"{where}.search", EVAL_FILLS)
 
     def section(self, evaluate: EvalSection) -> TaskSection:
         """The tasks this entry runs: the evaluation's, or its own panel's in the evaluation's split."""
@@ -191,6 +210,11 @@ class EvalSection(TaskSection):
                                      f"entry's tasks are not among the evaluation's, e.g. {outside[0]!r}")
         return self
 
+    def check_agents(self, where: str) -> None:
+        """Each entry's agent or search config (`EvalEntry.check_agents`)."""
+        for i, entry in enumerate(self.entries):
+            entry.check_agents(f"{where}.entries[{i}]")
+
 
 class CandidatesSection(_Section):
     """PRM data from candidate actions at the policy's own states, instead of MC-Q on its rollouts: at
@@ -211,6 +235,12 @@ class CandidatesSection(_Section):
                           "the [0, 1] scale")
     gamma: float = Field(default=0.95, gt=0, le=1, description="γ: the discount of the candidates' MC-Q returns")
     batch: int = Field(default=32, ge=1, description="envs stepped together while completing")
+
+    def check_agents(self, where: str) -> None:
+        """The candidates and the completing agent (`$policy` for π_k) as their stage will validate them."""
+        check_fields(CandidateConfig, self.candidates, f"{where}.candidates", {})
+        if self.agent is not None:
+            check_agent(self.agent, f"{where}.agent", POLICY_FILLS)
 
 
 # -- the trainer sections -----------------------------------------------------------------------------------
@@ -619,6 +649,26 @@ class PipelineConfig(EnvRef, _Section):
     prm_serving: PRMServingSection = Field(default_factory=PRMServingSection, description="where the evaluations "
                                            "score with Q_k: loaded by each (local), or served by the loop's own "
                                            "`proctor prm serve` process (server; proctor.pipeline.prm_server)")
+
+    @field_validator("policy_agent")
+    @classmethod
+    def _policy_agent(cls, agent: dict[str, Any]) -> dict[str, Any]:
+        """An agent of the policy's model (the loop sets its `model` to π_k), against the agent registry."""
+        kind = agent.get("kind")
+        config = agent_class(kind) if isinstance(kind, str) else None
+        if config is not None and "model" not in config.model_fields:
+            raise ValueError(f"policy_agent.kind: {NOT_A_MODEL.format(kind=kind)}")
+        check_agent({**agent, "model": "$policy"}, "policy_agent", POLICY_FILLS)
+        return agent
+
+    @field_validator("demos", "prm_candidates", "evaluate")
+    @classmethod
+    def _section_agents(cls, section: Any, info: ValidationInfo) -> Any:
+        """The section's agent and search configs against their registries: one line naming the field's path
+        (`evaluate.entries[1].agent.n: ...`) before any stage runs."""
+        if section is not None:
+            section.check_agents(info.field_name)
+        return section
 
     @model_validator(mode="after")
     def _served_prm_is_a_head(self) -> PipelineConfig:
