@@ -28,10 +28,16 @@ def test_with_prm_server_reaches_every_part_that_ranks_with_the_prm():
     assert with_prm_server({"kind": "best-of-n", "prm": "other"}, "q", ref) == {"kind": "best-of-n", "prm": "other"}
 
 
-def test_a_served_likelihood_prm_is_refused_in_one_line(tmp_path):
+def test_a_served_likelihood_prm_needs_a_vllm_environment_before_any_stage(tmp_path, monkeypatch):
+    """A likelihood PRM is served by vLLM (its LM, `prompt_logprobs`): without vLLM's environment the run stops when
+    it opens, in one line, before any stage."""
+    from proctor.serving.vllm_server import PYTHON_ENV, VLLMServerError
+
+    monkeypatch.delenv(PYTHON_ENV, raising=False)
     cfg = {**toy_config(tmp_path), "prm_serving": {"engine": "server"}, "prm": {"kind": "likelihood", "steps": 2}}
-    with pytest.raises(ValueError, match="prm_serving.engine: server serves a PRM head"):
-        PipelineConfig.model_validate(cfg)
+    with pytest.raises(VLLMServerError, match=f"^no vLLM environment: set {PYTHON_ENV}"):
+        run_pipeline(PipelineConfig.model_validate(cfg))
+    assert not json.loads((tmp_path / "manifest.json").read_text())["stages"]
 
 
 def _scores(store) -> dict[tuple[str, int, int], float]:

@@ -245,7 +245,8 @@ def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_
     """`generation: {engine: vllm}` in a 2-iteration pipeline whose server has 2 data-parallel replicas: π0's
     rollouts and evaluation, the improvement (best-of-N distillation, attached to the loop's server rather than
     starting its own) and π1's evaluation all sample from the one server process, π1's weights reloaded in place;
-    each replica answers at least 30% of the requests."""
+    each replica answers at least 30% of the requests. Q0, a likelihood PRM, is served too (`prm_serving`: its LM
+    on a second vLLM server), and the policy's episodes are scored through it."""
     from proctor.pipeline import PipelineConfig, run_pipeline
 
     policy_server.stop()
@@ -261,8 +262,12 @@ def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_
                     "batch_size": 2},
         "evaluate": {"split": "test", "tasks": 3, "entries": [{"name": "policy",
                                                                "agent": {"kind": "choice", "model": "$policy"}}]},
-        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048,
-                                                    "max_num_batched_tokens": 32768, "data_parallel_size": 2}}})
+        "generation": {"engine": "vllm", "server": {
+            "dtype": "float32", "max_model_len": 2048, "max_num_batched_tokens": 32768, "data_parallel_size": 2,
+            "start_timeout": 1800,  # two engines compile at once
+            # one core each (vLLM's automatic binding puts both data-parallel engines on core 0)
+            "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}}},
+        "prm_serving": {"engine": "server", "start_timeout": 1800}})
     summary = run_pipeline(cfg)
     record = json.loads((run / "vllm.json").read_text())
     url = f"http://127.0.0.1:{record['port']}/v1"
@@ -270,11 +275,17 @@ def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_
         trajs = TrajectoryStore.open(run / store).load()
         assert trajs and all(f"served as policy@{url}" in t.agent for t in trajs), store
     assert [(r["iteration"], r["policy"]) for r in summary["results"]] == [(0, "policy"), (1, "policy")]
-    improve = json.loads((run / "manifest.json").read_text())["stages"]["iter-0/improve"]["config"]
+    stages = json.loads((run / "manifest.json").read_text())["stages"]
+    improve = stages["iter-0/improve"]["config"]
     assert improve["generation"]["url"] == url and not (run / "iter-0" / "improve" / "vllm.log").exists()
     log = (run / "vllm.log").read_text()
     # one server process for the whole run: π1 reloaded into it (on the CPU nothing stops it for training)
     assert log.count("Application startup complete") == 1 and "POST /collective_rpc" in log
+    prm_url = f"http://127.0.0.1:{json.loads((run / 'prm-server.json').read_text())['port']}/v1"
+    assert stages["iter-0/eval/policy"]["config"]["prm_server"]["base_url"] == prm_url
+    scored = TrajectoryStore.open(run / "iter-1" / "eval" / "policy" / "scored").load()
+    assert scored and all("prm" in s.scores for t in scored for s in t.steps)
+    assert (run / "prm-server.log").read_text().count("Application startup complete") == 1
     counts = record["requests_by_engine"]
     assert len(counts) == 2 and all(n >= 0.3 * sum(counts.values()) for n in counts.values()), counts
 

@@ -99,10 +99,12 @@ def one_line_errors(run: Callable[[], T]) -> T:
     from proctor.rollout.engine import AgentFailing
     from proctor.rollout.failures import EnvFailures
     from proctor.serving.process import ServerExited
+    from proctor.serving.vllm_server import VLLMServerError
 
     try:
         return run()
-    except (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing, ServerExited) as e:
+    except (ValueError, FileNotFoundError, ImportError, RankFailure, EnvFailures, AgentFailing, ServerExited,
+            VLLMServerError) as e:
         if debug_enabled():
             raise
         fail(e)

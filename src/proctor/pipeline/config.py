@@ -671,13 +671,6 @@ class PipelineConfig(EnvRef, _Section):
         return section
 
     @model_validator(mode="after")
-    def _served_prm_is_a_head(self) -> PipelineConfig:
-        if self.prm_serving.engine == "server" and isinstance(self.prm, LikelihoodPRMSection):
-            raise ValueError("prm_serving.engine: server serves a PRM head (`proctor prm serve`); a likelihood PRM is "
-                             "scored by vLLM's prompt_logprobs, which the loop does not serve yet: use engine local")
-        return self
-
-    @model_validator(mode="after")
     def _devices_fit(self) -> PipelineConfig:
         """The device plan agrees with the processes and the server's parallelism it feeds."""
         training, generation = self.devices.training, self.devices.generation

@@ -1,11 +1,13 @@
-"""A PRM served by the loop (`prm_serving: {engine: server}`): after Q_k is trained, `proctor prm serve Q_k` runs
-as a process of its own (on its own device: `device`, or the device plan's `devices.prm`), and every evaluation
-that ranks with Q_k (best-of-N, search, the scoring of its episodes) scores through it, so the orchestrator holds
-no PRM. The server follows the iteration's PRM: it restarts on Q_{k+1}. Its scores are those of the PRM loaded
-in-process (`tests/test_pipeline_prm_server.py` checks the evaluation stores agree to 1e-4).
+"""A PRM served by the loop (`prm_serving: {engine: server}`): after Q_k is trained, it is served by a process of its
+own (on its own device: `device`, or the device plan's `devices.prm`), and every evaluation that ranks with Q_k
+(best-of-N, search, the scoring of its episodes) scores through it, so the orchestrator holds no PRM. The server
+follows the iteration's PRM. Its scores are those of the PRM loaded in-process.
 
-A PRM head only: a likelihood PRM is an LM scored by `prompt_logprobs`, which vLLM serves (`prm_server` of the
-search and trainer configs); the loop does not start that server yet.
+- A PRM head: `proctor prm serve Q_k` (`ServedPRM`), restarted on Q_{k+1} (`tests/test_pipeline_prm_server.py`
+  checks the evaluation stores agree to 1e-4).
+- A likelihood PRM: its LM on a vLLM server (`served_likelihood_prm`: the `generation` section's vLLM settings, one
+  copy, the weights of Q_{k+1} reloaded in place), which scores by `prompt_logprobs`; the PRM folder gives β, b, the
+  prompt and the tokenizer (`tests/test_vllm.py` runs it in the loop).
 """
 
 from __future__ import annotations
@@ -83,3 +85,21 @@ def with_prm_server(value: Any, prm: str, ref: dict[str, Any]) -> Any:
         return value
     value = {k: with_prm_server(v, prm, ref) for k, v in value.items()}
     return {**value, "prm_server": ref} if value.get("prm") == prm and "prm_server" not in value else value
+
+
+#: the name the loop's vLLM server of a likelihood PRM serves Q_k under
+SERVED_PRM_NAME = "prm"
+
+
+def served_likelihood_prm(section: PRMServingSection, server: Any, port: int, log_file: Path,
+                          env: dict[str, str] | None = None) -> Any:
+    """The loop's vLLM server of a likelihood PRM's LM (a `ServedPolicy` under the name `prm`): `server` (the
+    `generation` section's `VLLMServerConfig`) as one copy without LoRA, on `port`, reloading each new Q_k in
+    place; `ref()` is the `prm_server` that scores on it."""
+    from proctor.rl.served_policy import GenerationBackend, ServedPolicy
+
+    config = server.model_copy(update={"port": port, "weight_reload": True, "enable_lora": False,
+                                       "data_parallel_size": 1, "start_timeout": section.start_timeout,
+                                       "env": {**server.env, **(env or {})}})
+    return ServedPolicy(GenerationBackend(engine="vllm", server=config), "", lora=False, log_file=log_file,
+                        name=SERVED_PRM_NAME)

@@ -504,7 +504,7 @@ class Pipeline:
             served_q, scoring, scores = self.served_prm, run, stage.scores
 
             def run() -> Any:
-                served_q.follow(scores)
+                served_q.follow(str(scores))
                 return scoring()
         servers = [(what, server) for what, server, used in (("the vLLM server", self.served, stage.serves),
                                                              ("the PRM server", self.served_prm, stage.scores))
@@ -680,14 +680,17 @@ def served_prm(cfg: PipelineConfig) -> Any:
     """The run's PRM server (`prm_serving: {engine: server}`), on one port kept in `out/prm-server.json` so that a
     resumed run's evaluation configs are the same; on the device plan's `devices.prm` when given."""
     from proctor.pipeline.launch import DevicePlan
-    from proctor.pipeline.prm_server import ServedPRM
+    from proctor.pipeline.prm_server import ServedPRM, served_likelihood_prm
     from proctor.serving.vllm_server import free_port
 
     record = cfg.out / "prm-server.json"
     port = cfg.prm_serving.port or (json.loads(record.read_text())["port"] if record.is_file() else free_port())
     cfg.out.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"port": port}))
-    return ServedPRM(cfg.prm_serving, port, cfg.out / "prm-server.log", env=DevicePlan.visible(cfg.devices.prm))
+    env = DevicePlan.visible(cfg.devices.prm)
+    if isinstance(cfg.prm, LikelihoodPRMSection):  # its LM on vLLM, scored by prompt_logprobs
+        return served_likelihood_prm(cfg.prm_serving, cfg.generation.server, port, cfg.out / "prm-server.log", env)
+    return ServedPRM(cfg.prm_serving, port, cfg.out / "prm-server.log", env=env)
 
 
 def served_agents(value: Any, policy: str, served: Any) -> Any:

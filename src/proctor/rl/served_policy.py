@@ -59,13 +59,14 @@ class GenerationBackend(BaseModel):
 class ServedPolicy:
     """The vLLM server of one training run, serving its current iterate (see module docstring)."""
 
-    def __init__(self, config: GenerationBackend, start: str, lora: bool, log_file: Path):
+    def __init__(self, config: GenerationBackend, start: str, lora: bool, log_file: Path, name: str = SERVED_NAME):
         server = config.server.model_copy(update={"enable_lora": lora or config.server.enable_lora})
-        self.server = (VLLMServer(start, SERVED_NAME, server, log_file=log_file) if config.url is None
-                       else AttachedVLLMServer(config.url, start, SERVED_NAME, server))
+        self.server = (VLLMServer(start, name, server, log_file=log_file) if config.url is None
+                       else AttachedVLLMServer(config.url, start, name, server))
+        self.name = name
         self.lora = self.server.config.enable_lora
         self.current = start
-        self.model = SERVED_NAME
+        self.model = name
 
     def follow(self, current: str) -> str:
         """Serve the iterate saved in `current` (starting or restarting the server as needed); returns the model
@@ -83,7 +84,7 @@ class ServedPolicy:
                 self.model = self.server.load_lora(name, adapter)
         elif not self.server.running:
             self.server.restart(current)
-            self.model = SERVED_NAME
+            self.model = self.name
         elif current != self.server.model:
             self.reload(current)
         if current != self.current:
@@ -103,12 +104,12 @@ class ServedPolicy:
         if self.server.config.weight_reload:
             try:
                 self.server.reload_weights(current)
-                self.model = SERVED_NAME
+                self.model = self.name
                 return
             except (VLLMServerError, httpx.HTTPError) as e:
                 log.warning("vLLM: reloading %s in place failed (%s); restarting on it", current, e)
         self.server.restart(current)
-        self.model = SERVED_NAME
+        self.model = self.name
 
     def agent_config(self, agent: dict[str, Any]) -> dict[str, Any]:
         """The config of the agent that samples from the served iterate as `agent` (kind hf or choice, its `model`
@@ -126,6 +127,12 @@ class ServedPolicy:
                                         "rows_per_request": 1 if self.lora else 8,
                                         "concurrency": 1 if self.lora else 2}}
         raise ValueError(f"generation.engine vllm samples with agent kind hf or choice, not {agent['kind']!r}")
+
+    def ref(self) -> dict[str, Any]:
+        """The `prm_server` (a `ServerRef`) that scores on this server by `prompt_logprobs` (a likelihood PRM's LM
+        served here)."""
+        return {"base_url": self.server.base_url, "model": self.model,
+                "api_key_env": self.server.config.api_key_env or "OPENAI_API_KEY"}
 
     def sampler(self, agent: Any) -> Agent:
         """The agent that samples from the served iterate (`agent_config` of the trainer's agent, built)."""
