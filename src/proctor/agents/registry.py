@@ -252,6 +252,9 @@ class ServerRef(BaseModel):
     rows_per_request: int = Field(default=8, ge=1, description="(state, action) rows scored per request (1 "
                                   "against vLLM's CPU build with LoRA enabled)")
     concurrency: int = Field(default=2, ge=1, description="requests in flight at once")
+    pooling: bool = Field(default=False, description="a PRM head served by vLLM's pooling runner, scored by its "
+                          "/pooling endpoint with the PRM folder's tokenization (proctor.prm.pooling); false: a PRM "
+                          "head is on `proctor prm serve` (give its root URL)")
 
     def client(self) -> Any:
         from proctor.agents.served_logprobs import ServedLogprobs

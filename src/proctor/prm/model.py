@@ -165,10 +165,7 @@ class ProcessRewardModel(CheckpointingWrapper, nn.Module):
         """Load a PRM folder saved by `save_pretrained`, or a TRL PRMTrainer output folder, on `device` (None:
         the CPU; `auto`: CUDA when present) in `dtype` (`auto`: `auto_dtype(device)`)."""
         path = Path(path)
-        if (path / PRM_CONFIG).is_file():
-            spec = PRMSpec.model_validate_json((path / PRM_CONFIG).read_text())
-        else:
-            spec = _trl_spec(path)
+        spec = read_spec(path)
         model = auto_class(spec.head).from_pretrained(
             str(path), dtype=_dtype(dtype, device), use_safetensors=True, trust_remote_code=trust_remote_code
         )
@@ -327,6 +324,15 @@ def _with_lora(model: nn.Module, head: str, lora: dict[str, Any], gradient_check
     return get_peft_model(model, LoraConfig(task_type=task, **cfg))
 
 
+def read_spec(path: str | os.PathLike) -> PRMSpec:
+    """The `PRMSpec` of a PRM folder, without its weights: its `prm_config.json`, or, for a TRL PRMTrainer output,
+    a `classification` head with TRL's tokenization."""
+    path = Path(path)
+    if (path / PRM_CONFIG).is_file():
+        return PRMSpec.model_validate_json((path / PRM_CONFIG).read_text())
+    return _trl_spec(path)
+
+
 def _trl_spec(path: Path) -> PRMSpec:
     from transformers import AutoConfig
 
@@ -342,4 +348,4 @@ def _trl_spec(path: Path) -> PRMSpec:
     return PRMSpec(head="classification", backbone=str(path), tokenization=TokenizeConfig(mode="trl"))
 
 
-__all__ = ["CheckpointingWrapper", "PRMOutput", "PRMSpec", "ProcessRewardModel", "auto_dtype"]
+__all__ = ["CheckpointingWrapper", "PRMOutput", "PRMSpec", "ProcessRewardModel", "auto_dtype", "read_spec"]

@@ -21,7 +21,9 @@ from proctor.prm.protocol import StepScorer
 #: a served PRM: the one description of every config's `prm_server`
 PRMServer = Annotated[ServerRef | None, Field(description="score on a server: vLLM serving a likelihood PRM's LM "
                                               "(prompt_logprobs; the PRM folder gives β, b, prompt and tokenizer), "
-                                              "or `proctor prm serve` serving a PRM head (`prm` then only names it)")]
+                                              "vLLM serving a PRM head on its pooling runner (`pooling: true`; the "
+                                              "folder gives the tokenization), or `proctor prm serve` serving a PRM "
+                                              "head (`prm` then only names it)")]
 #: how much one batched PRM pass scores: the one description of `prm_batch` (and of the integrations'
 #: `prm_batch_size`)
 PRMBatch = Annotated[int, Field(ge=1, description="states (or, scoring stored trajectories, trajectories) scored "
@@ -66,26 +68,38 @@ class PRMRef(BaseModel):
 
     def open(self) -> StepScorer:
         """The PRM's scorer: a `LikelihoodScorer` for a likelihood PRM (in process, or its LM on the vLLM
-        `prm_server`), a `RemotePRMScorer` for a head on `proctor prm serve`, a `TextStepScorer` for a head trained
-        on stepwise text (`proctor.prm.text_scorer`), else a `PRMScorer`. `device` auto: CUDA when torch sees
-        one; `dtype` auto: bf16 on a CUDA device with bf16, else float32."""
+        `prm_server`), a `RemotePRMScorer` for a head on `proctor prm serve`, else a head's `PRMScorer`, in process
+        or, with `prm_server.pooling`, on vLLM's pooling runner (`proctor.prm.pooling.PooledPRMScorer`), inside a
+        `TextStepScorer` when it was trained on stepwise text (`proctor.prm.text_scorer`). `device` auto: CUDA when
+        torch sees one; `dtype` auto: bf16 on a CUDA device with bf16, else float32."""
         from proctor.prm.likelihood import LikelihoodScorer, is_likelihood_prm
         from proctor.training.precision import resolve_device
 
+        server = self.prm_server
         if self.prm is not None and is_likelihood_prm(self.prm):
-            return LikelihoodScorer(self.prm, self.prm_batch, resolve_device(self.device), self.dtype,
-                                    server=self.prm_server)
-        if self.prm_server is not None:
+            if server is not None and server.pooling:
+                raise ValueError(f"{self.prm} is a likelihood PRM, scored by prompt_logprobs: prm_server.pooling "
+                                 "serves a PRM head")
+            return LikelihoodScorer(self.prm, self.prm_batch, resolve_device(self.device), self.dtype, server=server)
+        if server is not None and server.pooling:
+            from proctor.prm.pooling import PooledPRMScorer
+
+            if self.prm is None or not Path(self.prm).is_dir():
+                raise ValueError(f"prm_server.pooling: a PRM head on vLLM is scored with its folder's tokenization; "
+                                 f"`prm` must be that folder, not {self.prm!r}")
+            scorer = PooledPRMScorer(self.prm, server.base_url, server.model, server.api_key_env, self.prm_batch)
+        elif server is not None:
             from proctor.prm.remote import RemotePRMScorer
 
-            return RemotePRMScorer(self.prm_server.base_url, api_key_env=self.prm_server.api_key_env,
-                                   batch_size=self.prm_batch)
-        from proctor.prm.model import ProcessRewardModel
-        from proctor.prm.scoring import PRMScorer
+            return RemotePRMScorer(server.base_url, api_key_env=server.api_key_env, batch_size=self.prm_batch)
+        else:
+            from proctor.prm.model import ProcessRewardModel
+            from proctor.prm.scoring import PRMScorer
+
+            model = ProcessRewardModel.from_pretrained(self.prm, dtype=self.dtype, device=resolve_device(self.device))
+            scorer = PRMScorer(model, batch_size=self.prm_batch)
         from proctor.prm.text_scorer import TextStepScorer
 
-        model = ProcessRewardModel.from_pretrained(self.prm, dtype=self.dtype, device=resolve_device(self.device))
-        scorer = PRMScorer(model, batch_size=self.prm_batch)
         return TextStepScorer(scorer) if scorer.prm.spec.trained_on == "text" else scorer
 
 

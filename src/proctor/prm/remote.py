@@ -96,18 +96,25 @@ class RemotePRMScorer:
             raise ValueError("a served PRM renders states with the prompt it was trained with; pass cfg=None")
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        url = f"{self.base_url}{path}"
-        for attempt in range(self.max_retries + 1):
-            last = attempt == self.max_retries
-            try:
-                resp = self._client.request(method, path, json=body)
-            except httpx.TransportError as e:
-                if last:
-                    raise ScoringError(f"could not reach {url} after {attempt + 1} attempt(s): {e}") from e
-            else:
-                if resp.status_code == 200:
-                    return resp.json()
-                if last or not is_retryable(resp.status_code):
-                    raise ScoringError(f"{url} answered HTTP {resp.status_code}: {resp.text[:500]}")
-            time.sleep(backoff_delay(attempt, self.backoff, self.max_backoff))
-        raise AssertionError("unreachable")
+        return call_with_retries(self._client, method, path, body, self.max_retries, self.backoff, self.max_backoff)
+
+
+def call_with_retries(client: httpx.Client, method: str, path: str, body: dict[str, Any] | None = None,
+                      max_retries: int = 3, backoff: float = 0.5, max_backoff: float = 30.0) -> Any:
+    """The JSON answer of `client` to one request, retried as the module docstring says (a `ScoringError` naming
+    the URL and the server's message otherwise)."""
+    url = f"{client.base_url}".rstrip("/") + path
+    for attempt in range(max_retries + 1):
+        last = attempt == max_retries
+        try:
+            resp = client.request(method, path, json=body)
+        except httpx.TransportError as e:
+            if last:
+                raise ScoringError(f"could not reach {url} after {attempt + 1} attempt(s): {e}") from e
+        else:
+            if resp.status_code == 200:
+                return resp.json()
+            if last or not is_retryable(resp.status_code):
+                raise ScoringError(f"{url} answered HTTP {resp.status_code}: {resp.text[:500]}")
+        time.sleep(backoff_delay(attempt, backoff, max_backoff))
+    raise AssertionError("unreachable")
