@@ -173,7 +173,7 @@ def test_a_misspelt_env_argument_is_one_line_naming_the_ones_it_takes(tmp_path):
 def test_ctrl_c_with_workers_is_one_line_and_the_same_command_resumes(tmp_path):
     out = tmp_path / "run"
     cmd = proctor_rollout(out, "--agent", "expert", "--tasks", "30", "--samples", "2", "--batch", "4", "--workers",
-                          "2", "--env-arg", "step_delay=0.05", "--env-arg", "n_tasks=30")
+                          "2", "--env-arg", "step_delay=0.1", "--env-arg", "n_tasks=30")
     # its own process group, as a terminal's foreground job: Ctrl-C reaches the command and its workers
     proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
