@@ -49,7 +49,7 @@ def smol_dir(tmp_path_factory) -> Path:
 
 def _server(model: Path, name: str, log: Path, **fields) -> VLLMServer:
     return VLLMServer(model, name, VLLMServerConfig(dtype="float32", max_model_len=2048, max_num_batched_tokens=32768,
-                                                    **fields), log_file=log)
+                                                    enforce_eager=True, **fields), log_file=log)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,8 @@ def _grpo_on_vllm(smol_dir: Path, out: Path, port: int, **fields) -> dict:
             "env_kwargs": {"max_steps": 2}, "tasks": 2, "group_size": 2, "iterations": 2, "device": "cpu",
             "progress": False, "agent": {"kind": "hf", "max_new_tokens": 12, "temperature": 1.0},
             "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}, "learning_rate": 1e-4,
-            "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8,
+            "generation": {"engine": "vllm", "server": {"dtype": "float32", "enforce_eager": True,
+                                                        "max_model_len": 2048, "max_lora_rank": 8,
                                                         "max_num_batched_tokens": 32768, "port": port}}} | fields
 
 
@@ -233,7 +234,8 @@ def test_online_dpo_samples_from_vllm_for_two_iterations(policy_server, smol_dir
         "max_states": 3, "batch_size": 4, "device": "cpu", "progress": False, "learning_rate": 1e-4,
         "agent": {"kind": "hf", "max_new_tokens": 10, "temperature": 1.0},
         "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]},
-        "generation": {"engine": "vllm", "server": {"dtype": "float32", "max_model_len": 2048, "max_lora_rank": 8,
+        "generation": {"engine": "vllm", "server": {"dtype": "float32", "enforce_eager": True,
+                                                    "max_model_len": 2048, "max_lora_rank": 8,
                                                     "max_num_batched_tokens": 32768}}})
     result = train_online_dpo(cfg)
     assert len(result.iterations) == 2
@@ -263,8 +265,8 @@ def test_the_loop_serves_every_iterate_from_one_server_with_two_replicas(policy_
         "evaluate": {"split": "test", "tasks": 3, "entries": [{"name": "policy",
                                                                "agent": {"kind": "choice", "model": "$policy"}}]},
         "generation": {"engine": "vllm", "server": {
-            "dtype": "float32", "max_model_len": 2048, "max_num_batched_tokens": 32768, "data_parallel_size": 2,
-            "start_timeout": 1800,  # two engines compile at once
+            "dtype": "float32", "enforce_eager": True, "max_model_len": 2048, "max_num_batched_tokens": 32768,
+            "data_parallel_size": 2, "start_timeout": 1800,
             # one core each (vLLM's automatic binding puts both data-parallel engines on core 0)
             "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}}},
         "prm_serving": {"engine": "server", "start_timeout": 1800}})

@@ -162,8 +162,7 @@ def test_vllm_serves_a_prm_head_with_the_in_process_scores(tmp_path):
     folder = _prm_dir(convert_gguf(GGUF, tmp_path / "smollm2", "float32"), "classification", tmp_path / "prm")
     local = PRMRef(prm=folder, device="cpu", dtype="float32").open()
     # eager: vLLM's compilation of the model takes minutes on 2 cores, the scores are the same
-    config = VLLMServerConfig(dtype="float32", max_model_len=2048, max_num_batched_tokens=32768,
-                              extra_args=["--enforce-eager"])
+    config = VLLMServerConfig(dtype="float32", max_model_len=2048, max_num_batched_tokens=32768, enforce_eager=True)
     with pooling_server(folder, "prm", config, log_file=tmp_path / "vllm.log") as server:
         ref = ServerRef(base_url=server.base_url, model="prm", pooling=True)
         served = PRMRef(prm=folder, prm_server=ref, prm_batch=4).open()

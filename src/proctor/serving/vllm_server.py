@@ -71,6 +71,9 @@ class VLLMServerConfig(BaseModel):
     weight_reload: bool = Field(default=False, description="serve vLLM's development endpoints "
                                 "(VLLM_SERVER_DEV_MODE, on 127.0.0.1 like the rest) so that a new iterate's weights "
                                 "reload in place (`reload_weights`), the server process kept, instead of a restart")
+    enforce_eager: bool = Field(default=False, description="run the model eagerly (vLLM's --enforce-eager): no "
+                                "compilation or graph capture at start-up, so it starts in about a minute instead of "
+                                "several (first start, CPU build), and each step runs slower")
     start_timeout: float = Field(default=600.0, gt=0, description="seconds to wait for the server to answer")
     extra_args: list[str] = Field(default_factory=list, description="more api_server flags, verbatim")
     env: dict[str, str] = Field(default_factory=dict, description="more environment variables for the server")
@@ -132,6 +135,8 @@ class VLLMServer:
             cmd += ["--tensor-parallel-size", str(c.tensor_parallel_size)]
         if c.data_parallel_size > 1:
             cmd += ["--data-parallel-size", str(c.data_parallel_size)]
+        if c.enforce_eager:
+            cmd += ["--enforce-eager"]
         return cmd + list(c.extra_args)
 
     def environment(self) -> dict[str, str]:
