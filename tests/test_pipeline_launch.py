@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from proctor.cli import app
 from proctor.pipeline import PipelineConfig, run_pipeline
 from proctor.pipeline.launch import DevicePlan, LaunchSection, RankFailure, rank_error, root_cause
-from proctor.pipeline.run import plan_stages
+from proctor.pipeline.run import improves_on_loop_server, plan_stages
 from test_pipeline import toy_config
 
 #: the end of what torchrun printed when rank 1 of 2 was killed (torch 2.13), as `root_cause` reads it
@@ -287,3 +287,14 @@ def test_a_run_resumes_with_other_execution_settings_and_across_a_version_that_a
     assert "weight_reload" in json.loads(path.read_text())["config"]["generation"]["server"]  # recorded anew
     with pytest.raises(ValueError, match=re.escape("another config (seed: 0 → 1)")):
         Pipeline(PipelineConfig.model_validate({**base, "seed": 1})).open()
+
+
+def test_the_improvement_samples_from_the_loop_s_server_as_its_written_config_says(tmp_path):
+    """With the loop's vLLM server and an `improve` section without a server of its own, the improvement attaches to
+    the loop's server; the same from RUN/config.yaml (every field written out), which a launched stage reads."""
+    cfg = PipelineConfig.model_validate({**toy_config(tmp_path), "generation": {"engine": "vllm"}})
+    again = PipelineConfig.model_validate(yaml.safe_load(yaml.safe_dump(cfg.model_dump(mode="json"))))
+    assert improves_on_loop_server(cfg) and improves_on_loop_server(again)
+    own = PipelineConfig.model_validate({**toy_config(tmp_path), "generation": {"engine": "vllm"},
+                                         "improve": {"generation": {"engine": "vllm"}}})
+    assert not improves_on_loop_server(own)

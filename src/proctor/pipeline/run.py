@@ -653,8 +653,9 @@ def died(stage: Stage, servers: list[tuple[str, Any]], cause: BaseException | No
 
 def improves_on_loop_server(cfg: PipelineConfig) -> bool:
     """Whether the improvement samples from the loop's vLLM server (`generation: {engine: vllm}` and an `improve`
-    section that sets no `generation` of its own): its trainer attaches to it and makes it follow its iterates."""
-    return cfg.generation.engine == "vllm" and "generation" not in cfg.improve.model_fields_set
+    section whose own `generation` is local, the default): its trainer attaches to it and makes it follow its
+    iterates. Decided by value, so that a stage run from the written `RUN/config.yaml` decides the same."""
+    return cfg.generation.engine == "vllm" and cfg.improve.generation.engine == "local"
 
 
 def loop_server(cfg: PipelineConfig) -> Any:
