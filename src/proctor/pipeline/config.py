@@ -637,7 +637,8 @@ class PipelineConfig(EnvRef, _Section):
     generation: GenerationBackend = Field(default_factory=GenerationBackend, description="where π_k's samples for "
                                          "rollouts, candidates and evaluations are generated: `engine: vllm` serves "
                                          "each iterate with a managed vLLM server (`proctor.rl.served_policy`); the "
-                                         "`improve` section takes its own `generation`")
+                                         "improvement samples from it too (attached), unless the `improve` section "
+                                         "sets a vLLM `generation` of its own")
     monitor: MonitorSection | None = Field(default=None, description="the reward-hacking monitor after each "
                                            "iteration's evaluation (proctor.pipeline.monitor; None: off)")
     launch: LaunchSection = Field(default_factory=LaunchSection, description="how the training stages (SFT, the "
