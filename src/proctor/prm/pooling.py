@@ -33,7 +33,7 @@ from proctor.prm.data import StepwiseExample
 from proctor.prm.heads import scores_from_logits
 from proctor.prm.model import PRMSpec, read_spec
 from proctor.prm.remote import call_with_retries
-from proctor.prm.scoring import PRMScorer
+from proctor.prm.scoring import PRMScorer, check_candidate_groups
 from proctor.serving.vllm_server import VLLMServer, VLLMServerConfig
 
 
@@ -143,12 +143,7 @@ class PooledPRMScorer(PRMScorer):
                                states_per_pass: int | None = None) -> list[list[list[float]]]:
         """`PRMScorer.score_candidate_groups` on the server: every `prefix + suffix` one sequence, the scores read
         at the marker positions inside the suffix."""
-        if len(prefix_ids) != len(suffix_ids):
-            raise ValueError(f"{len(prefix_ids)} prefixes but {len(suffix_ids)} candidate lists")
-        if any(len(p) == 0 for p in prefix_ids):
-            raise ValueError("score_candidate_groups needs a non-empty prefix for every state")
-        if any(len(s) == 0 for group in suffix_ids for s in group):
-            raise ValueError("every candidate suffix needs at least one token")
+        check_candidate_groups(prefix_ids, suffix_ids)
         rows = [(i, list(p) + list(s)) for i, (p, group) in enumerate(zip(prefix_ids, suffix_ids, strict=True))
                 for s in group]
         scores = self.token_scores([r for _, r in rows])

@@ -178,12 +178,7 @@ class PRMScorer:
         positions inside suffix j. `states_per_pass` states (default `batch_size`) share one prefix pass and
         one suffix pass (states of similar prefix lengths together, `length_chunks`); a state may have no
         candidates (its entry is then [])."""
-        if len(prefix_ids) != len(suffix_ids):
-            raise ValueError(f"{len(prefix_ids)} prefixes but {len(suffix_ids)} candidate lists")
-        if any(len(p) == 0 for p in prefix_ids):
-            raise ValueError("score_candidate_groups needs a non-empty prefix for every state")
-        if any(len(s) == 0 for group in suffix_ids for s in group):
-            raise ValueError("every candidate suffix needs at least one token")
+        check_candidate_groups(prefix_ids, suffix_ids)
         out: list[list[list[float]]] = [[] for _ in prefix_ids]
         for chunk in length_chunks([len(p) for p in prefix_ids], states_per_pass or self.batch_size):
             score = self._score_groups_packed if self.packable else self._score_groups
@@ -297,3 +292,14 @@ class PRMScorer:
         encoded = [self.encode_candidates(p, a, cfg) for p, a in zip(prefixes, actions, strict=True)]
         groups = self.score_candidate_groups([e[0] for e in encoded], [e[1] for e in encoded], states_per_pass)
         return [[s[-1] for s in group] for group in groups]
+
+
+def check_candidate_groups(prefix_ids: Sequence[Sequence[int]], suffix_ids: Sequence[Sequence[Sequence[int]]]) -> None:
+    """The input of `score_candidate_groups` (in process or served): one candidate list per non-empty prefix, no
+    empty candidate."""
+    if len(prefix_ids) != len(suffix_ids):
+        raise ValueError(f"{len(prefix_ids)} prefixes but {len(suffix_ids)} candidate lists")
+    if any(len(p) == 0 for p in prefix_ids):
+        raise ValueError("score_candidate_groups needs a non-empty prefix for every state")
+    if any(len(s) == 0 for group in suffix_ids for s in group):
+        raise ValueError("every candidate suffix needs at least one token")
